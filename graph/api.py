@@ -1,0 +1,717 @@
+"""Front-end functions: every public op of tenloom, building nodes with NumPy semantics.
+
+Each function lifts its operands (Tensors, arrays, Python scalars), normalizes arguments (axes,
+shapes, permutations) so equal computations hash-cons to the same node, and lets the op's rule
+check shapes and dtypes now, at trace time.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from typing import Any, Sequence
+
+import numpy as np
+
+from tenloom.graph import einsum as _einsum
+from tenloom.graph.dtypes import _SUPPORTED_SET, normalize_dtype
+from tenloom.graph.errors import (
+    DTypeError,
+    IndexingError,
+    IndexOutOfBoundsError,
+    ShapeError,
+    TenloomError,
+    fmt_shape,
+)
+from tenloom.graph.node import Node, make_node
+from tenloom.graph.ops import Op
+from tenloom.graph.ops_leaf import Constant, next_placeholder_id
+from tenloom.graph.tensor import Tensor
+
+_SCALARS = (bool, int, float, complex)
+
+# ---------------------------------------------------------------------------------------------
+# lifting
+# ---------------------------------------------------------------------------------------------
+
+
+def _const_node(x: Any, what: str = "asarray") -> Node:
+    arr = np.asarray(x)
+    if arr.dtype not in _SUPPORTED_SET:
+        if arr.dtype.kind in "iu" and arr.dtype.itemsize <= 4 and arr.dtype != np.uint32:
+            arr = arr.astype(np.int32)  # small integer types widen losslessly
+        elif arr.dtype == np.uint32:
+            arr = arr.astype(np.int64)
+        else:
+            normalize_dtype(arr.dtype, what)
+    return make_node(Op.CONST, (), (Constant(arr),))
+
+
+def full_node(shape: tuple[int, ...], value: Any, dtype: np.dtype, op: str = "full") -> Node:
+    try:
+        raw = np.asarray(value, dtype=dtype).tobytes()
+    except (OverflowError, ValueError, TypeError) as e:
+        raise DTypeError(f"{op}: value {value!r} does not fit dtype {dtype} ({e})") from None
+    return make_node(Op.FULL, (), (shape, dtype.str, raw))
+
+
+def lift(x: Any, what: str = "operand") -> Node:
+    """A node for ``x``: Tensors pass through, arrays and scalars become constants."""
+    if type(x) is Tensor:
+        return x.node
+    if isinstance(x, Tensor):
+        return x.node
+    if isinstance(x, _SCALARS):
+        return full_node((), x, np.asarray(x).dtype)
+    if isinstance(x, (np.ndarray, np.generic, list, tuple)):
+        return _const_node(x, what)
+    raise TypeError(f"{what}: cannot use an object of type {type(x).__name__} as a tensor")
+
+
+def lift_with(x: Any, other: Node, op: str) -> Node:
+    """Lift ``x`` next to ``other``: a Python scalar takes a weak dtype (NEP 50)."""
+    if type(x) is Tensor:
+        return x.node
+    if isinstance(x, _SCALARS):
+        try:
+            dt = np.result_type(other.dtype, x)
+        except (OverflowError, TypeError) as e:
+            raise DTypeError(f"{op}: scalar {x!r} does not fit operand dtype {other.dtype}") from e
+        if dt != other.dtype and dt.kind == other.dtype.kind:
+            dt = other.dtype  # pragma: no cover - result_type keeps the array's kind
+        return full_node((), x, dt if dt in _SUPPORTED_SET else np.asarray(x).dtype, op)
+    return lift(x, op)
+
+
+def _lift_pair(a: Any, b: Any, op: str) -> tuple[Node, Node]:
+    a_scalar, b_scalar = isinstance(a, _SCALARS), isinstance(b, _SCALARS)
+    if a_scalar and not b_scalar:
+        bn = lift(b, op)
+        return lift_with(a, bn, op), bn
+    if b_scalar and not a_scalar:
+        an = lift(a, op)
+        return an, lift_with(b, an, op)
+    return lift(a, op), lift(b, op)
+
+
+def _t(node: Node) -> Tensor:
+    return Tensor(node)
+
+
+# ---------------------------------------------------------------------------------------------
+# leaves
+# ---------------------------------------------------------------------------------------------
+
+
+def asarray(x: Any, dtype: Any = None) -> Tensor:
+    """A lazy constant wrapping ``x`` (no copy, as ``numpy.asarray``)."""
+    if isinstance(x, Tensor):
+        return x if dtype is None else astype(x, dtype)
+    if dtype is not None:
+        x = np.asarray(x, dtype=normalize_dtype(dtype, "asarray"))
+    return _t(_const_node(x, "asarray"))
+
+
+def placeholder(shape: Sequence[int], dtype: Any = "float64", name: str | None = None) -> Tensor:
+    """A symbolic input, bound at evaluation with ``feed={placeholder: array}``."""
+    shape = _shape_arg(shape, "placeholder")
+    dt = normalize_dtype(dtype, "placeholder")
+    uid = next_placeholder_id()
+    if name is None:
+        name = f"input{uid}"
+    return _t(make_node(Op.PLACEHOLDER, (), (str(name), uid, shape, dt.str)))
+
+
+def _shape_arg(shape: Any, op: str) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        out = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise ShapeError(f"{op}: shape {shape!r} is not a sequence of ints") from None
+    if any(s < 0 for s in out):
+        raise ShapeError(f"{op}: negative dimension in shape {fmt_shape(out)}")
+    return out
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Tensor:
+    shape = _shape_arg(shape, "full")
+    dt = np.asarray(fill_value).dtype if dtype is None else np.dtype(dtype)
+    dt = normalize_dtype(dt, "full")
+    return _t(full_node(shape, fill_value, dt))
+
+
+def zeros(shape: Any, dtype: Any = "float64") -> Tensor:
+    return full(shape, 0, dtype)
+
+
+def ones(shape: Any, dtype: Any = "float64") -> Tensor:
+    return full(shape, 1, dtype)
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = "float64") -> Tensor:
+    dt = normalize_dtype(dtype, "eye")
+    n = operator.index(N)
+    m = n if M is None else operator.index(M)
+    if n < 0 or m < 0:
+        raise ShapeError(f"eye: negative dimension in shape {fmt_shape((n, m))}")
+    return _t(make_node(Op.EYE, (), (n, m, operator.index(k), dt.str)))
+
+
+def arange(start, stop=None, step=None, dtype: Any = None) -> Tensor:
+    arr = np.arange(start, stop, step, dtype=None if dtype is None else np.dtype(dtype))
+    return asarray(arr)
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise
+# ---------------------------------------------------------------------------------------------
+
+
+def _unary(op: Op, x: Any) -> Tensor:
+    return _t(make_node(op, (lift(x, op.value),)))
+
+
+def _binary(op: Op, a: Any, b: Any) -> Tensor:
+    if type(a) is Tensor and type(b) is Tensor:
+        return _t(make_node(op, (a.node, b.node)))
+    return _t(make_node(op, _lift_pair(a, b, op.value)))
+
+
+def negative(x):
+    return _unary(Op.NEG, x)
+
+
+def abs(x):  # noqa: A001 - NumPy's name
+    return _unary(Op.ABS, x)
+
+
+absolute = abs
+
+
+def exp(x):
+    return _unary(Op.EXP, x)
+
+
+def log(x):
+    return _unary(Op.LOG, x)
+
+
+def sqrt(x):
+    return _unary(Op.SQRT, x)
+
+
+def sin(x):
+    return _unary(Op.SIN, x)
+
+
+def cos(x):
+    return _unary(Op.COS, x)
+
+
+def tanh(x):
+    return _unary(Op.TANH, x)
+
+
+def sign(x):
+    return _unary(Op.SIGN, x)
+
+
+def conj(x):
+    n = lift(x, "conj")
+    return _t(n) if n.dtype.kind != "c" else _t(make_node(Op.CONJ, (n,)))
+
+
+conjugate = conj
+
+
+def real(x):
+    n = lift(x, "real")
+    return _t(n) if n.dtype.kind != "c" else _t(make_node(Op.REAL, (n,)))
+
+
+def imag(x):
+    return _unary(Op.IMAG, x)
+
+
+def invert(x):
+    return _unary(Op.INVERT, x)
+
+
+def add(a, b):
+    return _binary(Op.ADD, a, b)
+
+
+def subtract(a, b):
+    return _binary(Op.SUB, a, b)
+
+
+def multiply(a, b):
+    return _binary(Op.MUL, a, b)
+
+
+def divide(a, b):
+    return _binary(Op.DIV, a, b)
+
+
+true_divide = divide
+
+
+def floor_divide(a, b):
+    return _binary(Op.FLOORDIV, a, b)
+
+
+def remainder(a, b):
+    return _binary(Op.MOD, a, b)
+
+
+def power(a, b):
+    return _binary(Op.POW, a, b)
+
+
+def maximum(a, b):
+    return _binary(Op.MAXIMUM, a, b)
+
+
+def minimum(a, b):
+    return _binary(Op.MINIMUM, a, b)
+
+
+def equal(a, b):
+    return _binary(Op.EQ, a, b)
+
+
+def not_equal(a, b):
+    return _binary(Op.NE, a, b)
+
+
+def less(a, b):
+    return _binary(Op.LT, a, b)
+
+
+def less_equal(a, b):
+    return _binary(Op.LE, a, b)
+
+
+def greater(a, b):
+    return _binary(Op.GT, a, b)
+
+
+def greater_equal(a, b):
+    return _binary(Op.GE, a, b)
+
+
+def bitwise_and(a, b):
+    return _binary(Op.AND, a, b)
+
+
+def bitwise_or(a, b):
+    return _binary(Op.OR, a, b)
+
+
+def bitwise_xor(a, b):
+    return _binary(Op.XOR, a, b)
+
+
+def where(condition, x, y) -> Tensor:
+    """Elementwise ``x`` where ``condition`` else ``y`` (NumPy's three-argument form)."""
+    c = lift(condition, "where")
+    xn, yn = _lift_pair(x, y, "where")
+    return _t(make_node(Op.WHERE, (c, xn, yn)))
+
+
+def clip(a, a_min=None, a_max=None) -> Tensor:
+    """``minimum(maximum(a, a_min), a_max)``; either bound may be None."""
+    if a_min is None and a_max is None:
+        raise ShapeError("clip: a_min and a_max are both None")
+    out = a if isinstance(a, Tensor) else asarray(a)
+    if a_min is not None:
+        out = maximum(out, a_min)
+    if a_max is not None:
+        out = minimum(out, a_max)
+    return out
+
+
+def astype(x, dtype) -> Tensor:
+    n = lift(x, "astype")
+    dt = normalize_dtype(dtype, "astype")
+    if dt == n.dtype:
+        return _t(n)
+    return _t(make_node(Op.CAST, (n,), (dt.str,)))
+
+
+# ---------------------------------------------------------------------------------------------
+# reductions
+# ---------------------------------------------------------------------------------------------
+
+
+def normalize_axes(axis: Any, ndim: int, op: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Sorted non-negative axes; ShapeError names the bad axis and the shape."""
+    if axis is None:
+        return tuple(range(ndim))
+    items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in items:
+        try:
+            a = operator.index(a)
+        except TypeError:
+            raise ShapeError(f"{op}: axis {a!r} is not an int") from None
+        if not -ndim <= a < ndim:
+            raise ShapeError(
+                f"{op}: axis {a} is out of bounds for operand 0 of shape {fmt_shape(shape)} "
+                f"({ndim} axes)"
+            )
+        a %= ndim
+        if a in out:
+            raise ShapeError(f"{op}: axis {a} repeated in {axis!r}")
+        out.append(a)
+    return tuple(sorted(out))
+
+
+def _reduce(op: Op, x, axis, keepdims: bool) -> Tensor:
+    n = lift(x, op.value)
+    axes = normalize_axes(axis, n.ndim, op.value, n.shape)
+    if not axes and op in (Op.MAX, Op.MIN):
+        return _t(n)
+    return _t(make_node(op, (n,), (axes, bool(keepdims))))
+
+
+def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return _reduce(Op.SUM, x, axis, keepdims)
+
+
+def prod(x, axis=None, keepdims: bool = False) -> Tensor:
+    return _reduce(Op.PROD, x, axis, keepdims)
+
+
+def max(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return _reduce(Op.MAX, x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return _reduce(Op.MIN, x, axis, keepdims)
+
+
+amax, amin = max, min
+
+
+def mean(x, axis=None, keepdims: bool = False) -> Tensor:
+    """Arithmetic mean with NumPy's dtypes: float64 for integers, float16 kept (float32 inside)."""
+    t = x if isinstance(x, Tensor) else asarray(x)
+    axes = normalize_axes(axis, t.ndim, "mean", t.shape)
+    count = math.prod(t.shape[a] for a in axes)
+    kind = t.dtype
+    if kind.kind in "biu":
+        t = astype(t, "float64")
+    elif kind == np.float16:
+        t = astype(t, "float32")
+    s = sum(t, axes, keepdims=keepdims)
+    out = s / count if count else s / full((), 0, s.dtype)
+    return astype(out, kind) if kind == np.float16 else out
+
+
+# ---------------------------------------------------------------------------------------------
+# movement
+# ---------------------------------------------------------------------------------------------
+
+
+def reshape(x, shape) -> Tensor:
+    n = lift(x, "reshape")
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = [operator.index(s) for s in shape]
+    if shape.count(-1) > 1:
+        raise ShapeError(f"reshape: more than one -1 in shape {tuple(shape)}")
+    if -1 in shape:
+        rest = math.prod(s for s in shape if s != -1)
+        if rest == 0 or n.size % rest:
+            raise ShapeError(
+                f"reshape: cannot reshape operand 0 of shape {fmt_shape(n.shape)} "
+                f"({n.size} elements) into shape {tuple(shape)}"
+            )
+        shape[shape.index(-1)] = n.size // rest
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"reshape: negative dimension in shape {tuple(shape)}")
+    shape = tuple(shape)
+    if shape == n.shape:
+        return _t(n)
+    if n.op is Op.RESHAPE:  # reshape(reshape(x, s), t) -> reshape(x, t)
+        n = n.inputs[0]
+        if shape == n.shape:
+            return _t(n)
+    return _t(make_node(Op.RESHAPE, (n,), (shape,)))
+
+
+def transpose(x, axes=None) -> Tensor:
+    n = lift(x, "transpose")
+    if axes is None:
+        perm = tuple(range(n.ndim))[::-1]
+    else:
+        try:
+            perm = tuple(operator.index(a) for a in axes)
+        except TypeError:
+            raise ShapeError(f"transpose: axes {axes!r} are not ints") from None
+        if len(perm) != n.ndim or sorted(p % builtins.max(n.ndim, 1) for p in perm) != list(
+            range(n.ndim)
+        ) or any(not -n.ndim <= p < n.ndim for p in perm):
+            raise ShapeError(
+                f"transpose: axes {tuple(axes)} are not a permutation of the {n.ndim} axes of "
+                f"operand 0 of shape {fmt_shape(n.shape)}"
+            )
+        perm = tuple(p % n.ndim for p in perm)
+    if perm == tuple(range(n.ndim)):
+        return _t(n)
+    return _t(make_node(Op.TRANSPOSE, (n,), (perm,)))
+
+
+def permute_dims(x, axes) -> Tensor:
+    return transpose(x, axes)
+
+
+def moveaxis(x, source, destination) -> Tensor:
+    n = lift(x, "moveaxis")
+    src = normalize_axes(source, n.ndim, "moveaxis", n.shape)
+    src_list = [source] if isinstance(source, (int, np.integer)) else list(source)
+    dst_list = [destination] if isinstance(destination, (int, np.integer)) else list(destination)
+    if len(src_list) != len(dst_list):
+        raise ShapeError(
+            f"moveaxis: source {source!r} and destination {destination!r} differ in length"
+        )
+    src = [operator.index(s) % n.ndim for s in src_list]
+    normalize_axes(dst_list, n.ndim, "moveaxis", n.shape)
+    dst = [operator.index(d) % n.ndim for d in dst_list]
+    order = [i for i in range(n.ndim) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(_t(n), order)
+
+
+def squeeze(x, axis=None) -> Tensor:
+    n = lift(x, "squeeze")
+    if axis is None:
+        axes = tuple(i for i, s in enumerate(n.shape) if s == 1)
+    else:
+        axes = normalize_axes(axis, n.ndim, "squeeze", n.shape)
+        for a in axes:
+            if n.shape[a] != 1:
+                raise ShapeError(
+                    f"squeeze: axis {a} of operand 0 of shape {fmt_shape(n.shape)} has size "
+                    f"{n.shape[a]}, not 1"
+                )
+    return reshape(_t(n), tuple(s for i, s in enumerate(n.shape) if i not in axes))
+
+
+def expand_dims(x, axis) -> Tensor:
+    n = lift(x, "expand_dims")
+    items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out_ndim = n.ndim + len(items)
+    axes = normalize_axes(items, out_ndim, "expand_dims", n.shape)
+    it = iter(n.shape)
+    shape = tuple(1 if i in axes else next(it) for i in range(out_ndim))
+    return reshape(_t(n), shape)
+
+
+def broadcast_to(x, shape) -> Tensor:
+    n = lift(x, "broadcast_to")
+    shape = _shape_arg(shape, "broadcast_to")
+    if shape == n.shape:
+        return _t(n)
+    return _t(make_node(Op.BROADCAST, (n,), (shape,)))
+
+
+def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Tensor:
+    nodes = [lift(a, "concatenate") for a in arrays]
+    if not nodes:
+        raise ShapeError("concatenate: needs at least one operand")
+    if axis is None:
+        nodes = [reshape(_t(n), (-1,)).node for n in nodes]
+        axis = 0
+    for k, n in enumerate(nodes):
+        if n.ndim == 0:
+            raise ShapeError(f"concatenate: operand {k} is 0-d; zero-dimensional arrays cannot be concatenated")
+        if n.ndim != nodes[0].ndim:
+            raise ShapeError(
+                f"concatenate: operand {k} of shape {fmt_shape(n.shape)} has {n.ndim} axes but "
+                f"operand 0 of shape {fmt_shape(nodes[0].shape)} has {nodes[0].ndim}"
+            )
+    (ax,) = normalize_axes(axis, nodes[0].ndim, "concatenate", nodes[0].shape)
+    if len(nodes) == 1:
+        return _t(nodes[0])
+    return _t(make_node(Op.CONCAT, tuple(nodes), (ax,)))
+
+
+def stack(arrays: Sequence[Any], axis: int = 0) -> Tensor:
+    nodes = [lift(a, "stack") for a in arrays]
+    if not nodes:
+        raise ShapeError("stack: needs at least one operand")
+    for k, n in enumerate(nodes):
+        if n.shape != nodes[0].shape:
+            raise ShapeError(
+                f"stack: operand {k} of shape {fmt_shape(n.shape)} does not match operand 0 of "
+                f"shape {fmt_shape(nodes[0].shape)}"
+            )
+    (ax,) = normalize_axes(axis, nodes[0].ndim + 1, "stack", nodes[0].shape)
+    return concatenate([expand_dims(_t(n), ax) for n in nodes], ax)
+
+
+def getitem(x, key) -> Tensor:
+    """Basic indexing: ints, slices (any step), None and Ellipsis."""
+    n = lift(x, "getitem")
+    if not isinstance(key, tuple):
+        key = (key,)
+    for k in key:
+        if isinstance(k, (bool, np.bool_)) or not (
+            k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))
+        ):
+            raise IndexingError(
+                f"getitem: index {k!r} of type {type(k).__name__} is not supported on a tensor "
+                f"of shape {fmt_shape(n.shape)}; only ints, slices, None and ... (basic indexing)"
+            )
+    if builtins.sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexingError("getitem: an index can only have a single ellipsis ('...')")
+    used = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > n.ndim:
+        raise IndexOutOfBoundsError(
+            f"getitem: too many indices ({used}) for a tensor of shape {fmt_shape(n.shape)}"
+        )
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (n.ndim - used) + key[i + 1 :]
+    else:
+        key = key + (slice(None),) * (n.ndim - used)
+    spec, out_shape = [], []
+    ax = 0
+    for k in key:
+        if k is None:
+            out_shape.append(1)
+            continue
+        size = n.shape[ax]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(size)
+            spec.append((start, stop, step))
+            out_shape.append(len(range(start, stop, step)))
+        else:
+            i = operator.index(k)
+            if not -size <= i < size:
+                raise IndexOutOfBoundsError(
+                    f"getitem: index {i} is out of bounds for axis {ax} with size {size} "
+                    f"(shape {fmt_shape(n.shape)})"
+                )
+            i %= size
+            spec.append((i, i + 1, 1))
+        ax += 1
+    trivial = all(s == (0, size, 1) for s, size in zip(spec, n.shape))
+    out = n if trivial else make_node(Op.SLICE, (n,), (tuple(spec),))
+    return reshape(_t(out), tuple(out_shape))
+
+
+# ---------------------------------------------------------------------------------------------
+# multilinear
+# ---------------------------------------------------------------------------------------------
+
+
+def _lift_operands(operands):
+    scalars = [isinstance(o, _SCALARS) for o in operands]
+    nodes: list = [None] * len(operands)
+    ref = next((k for k, s in enumerate(scalars) if not s), None)
+    for k, o in enumerate(operands):
+        if not scalars[k]:
+            nodes[k] = lift(o, "einsum")
+    for k, o in enumerate(operands):
+        if scalars[k]:
+            nodes[k] = lift_with(o, nodes[ref], "einsum") if ref is not None else lift(o)
+    return nodes, [nd.shape for nd in nodes]
+
+
+def einsum(*args: Any) -> Tensor:
+    """Einstein summation, as ``numpy.einsum``, plus integer sublists with any number of labels.
+
+    ``einsum("ij,jk->ik", a, b)`` or ``einsum(a, [0, 1], b, [1, 2], [0, 2])``.
+    """
+    nodes, spec = _einsum.parse(args, _lift_operands)
+    in_labels, out, squeeze_axes, _ = _einsum.normalize(spec, [n.shape for n in nodes])
+    for k, drop in enumerate(squeeze_axes):
+        if drop:
+            nodes[k] = squeeze(_t(nodes[k]), drop).node
+    return _t(make_node(Op.EINSUM, tuple(nodes), (in_labels, out)))
+
+
+def _check_2d(n: Node, op: str):
+    if n.ndim < 2:
+        raise ShapeError(f"{op}: operand 0 of shape {fmt_shape(n.shape)} needs at least 2 axes")
+
+
+def _axis_pair(n: Node, axis1: int, axis2: int, op: str) -> tuple[int, int]:
+    _check_2d(n, op)
+    a1, a2 = (normalize_axes(a, n.ndim, op, n.shape)[0] for a in (axis1, axis2))
+    if a1 == a2:
+        raise ShapeError(f"{op}: axis1 and axis2 are the same axis ({a1})")
+    return a1, a2
+
+
+def diagonal(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+    n = lift(x, "diagonal")
+    a1, a2 = _axis_pair(n, axis1, axis2, "diagonal")
+    return _t(make_node(Op.DIAGONAL, (n,), (operator.index(offset), a1, a2)))
+
+
+def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+    n = lift(x, "trace")
+    a1, a2 = _axis_pair(n, axis1, axis2, "trace")
+    return _t(make_node(Op.TRACE, (n,), (operator.index(offset), a1, a2)))
+
+
+def matmul(a, b) -> Tensor:
+    an, bn = lift(a, "matmul"), lift(b, "matmul")
+    return _t(make_node(Op.MATMUL, (an, bn)))
+
+
+def tensordot(a, b, axes: Any = 2) -> Tensor:
+    an, bn = lift(a, "tensordot"), lift(b, "tensordot")
+    if isinstance(axes, (int, np.integer)):
+        k = operator.index(axes)
+        if k < 0 or k > an.ndim or k > bn.ndim:
+            raise ShapeError(
+                f"tensordot: cannot contract {k} axes of shapes {fmt_shape(an.shape)} and "
+                f"{fmt_shape(bn.shape)}"
+            )
+        axa, axb = tuple(range(an.ndim - k, an.ndim)), tuple(range(k))
+    else:
+        try:
+            xa, xb = axes
+        except (TypeError, ValueError):
+            raise ShapeError(f"tensordot: axes {axes!r} must be an int or a pair") from None
+        xa = [xa] if isinstance(xa, (int, np.integer)) else list(xa)
+        xb = [xb] if isinstance(xb, (int, np.integer)) else list(xb)
+        if len(xa) != len(xb):
+            raise ShapeError(f"tensordot: axes {axes!r} pair lists of different lengths")
+        axa = tuple(normalize_axes([a], an.ndim, "tensordot", an.shape)[0] for a in xa)
+        axb = tuple(normalize_axes([b], bn.ndim, "tensordot", bn.shape)[0] for b in xb)
+        if len(set(axa)) != len(axa) or len(set(axb)) != len(axb):
+            raise ShapeError(f"tensordot: repeated axis in {axes!r}")
+    return _t(make_node(Op.TENSORDOT, (an, bn), (axa, axb)))
+
+
+def dot(a, b) -> Tensor:
+    """``numpy.dot``: a product for scalars, matmul up to 2-D, tensordot over (-1, -2) beyond."""
+    an, bn = lift(a, "dot"), lift(b, "dot")
+    if an.ndim == 0 or bn.ndim == 0:
+        return multiply(_t(an), _t(bn))
+    if an.ndim <= 2 and bn.ndim <= 2:
+        return matmul(_t(an), _t(bn))
+    return tensordot(_t(an), _t(bn), ([an.ndim - 1], [builtins.max(bn.ndim - 2, 0)]))
+
+
+def outer(a, b) -> Tensor:
+    return einsum("i,j->ij", reshape(a, (-1,)), reshape(b, (-1,)))
+
+
+def inner(a, b) -> Tensor:
+    an, bn = lift(a, "inner"), lift(b, "inner")
+    if an.ndim == 0 or bn.ndim == 0:
+        return multiply(_t(an), _t(bn))
+    return tensordot(_t(an), _t(bn), ([an.ndim - 1], [bn.ndim - 1]))
+
+
+__all__ = [name for name in dir() if not name.startswith("_")] + ["TenloomError"]

@@ -1,0 +1,44 @@
+"""The exception hierarchy. Every error tenloom raises on purpose subclasses TenloomError."""
+
+from __future__ import annotations
+
+
+class TenloomError(Exception):
+    """Base class of all tenloom errors."""
+
+
+class ShapeError(TenloomError, ValueError):
+    """Operand shapes (or einsum labels) do not fit the op; raised at trace time."""
+
+
+class IndexOutOfBoundsError(ShapeError, IndexError):
+    """A basic index lies outside an axis; also an IndexError, as in NumPy."""
+
+
+class DTypeError(TenloomError, TypeError):
+    """An operand's dtype is not accepted by the op or backend; raised at trace time."""
+
+
+class GraphFormatError(TenloomError, ValueError):
+    """A saved graph or plan is malformed."""
+
+
+class DeviceError(TenloomError, RuntimeError):
+    """A device is unknown, absent, or its backend is not installed."""
+
+
+class MemoryLimitError(TenloomError, MemoryError):
+    """No execution plan fits the requested memory limit."""
+
+
+class EvaluationError(TenloomError, RuntimeError):
+    """A node failed while running; the original exception is ``__cause__``."""
+
+
+def fmt_shape(shape: tuple[int, ...]) -> str:
+    """Shapes in messages read like Python tuples: ``(3, 4)``, ``(5,)``, ``()``."""
+    return repr(tuple(shape))
+
+
+class IndexingError(TenloomError, TypeError):
+    """An index kind tenloom does not trace (advanced indexing with arrays, lists or bools)."""

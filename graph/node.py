@@ -1,0 +1,111 @@
+"""The one IR node: immutable and hash-consed.
+
+``make_node`` looks a node up by (op, attrs, input identities) in a weak intern table before
+building it, so structurally identical subgraphs are the same object: ``a is b`` is structural
+equality and common subexpressions are shared for free. The user's source line is recorded on
+the node for messages but is not part of the key.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+from tenloom.graph.ops import OPS, Op, op_def
+
+_INTERN: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
+_LOCK = threading.Lock()
+
+
+class Node:
+    """A node of the computation graph. Never mutate one; build new nodes with make_node."""
+
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "source", "__weakref__")
+
+    op: Op
+    inputs: tuple["Node", ...]
+    attrs: tuple
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    source: tuple[str, int] | None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def where(self) -> str:
+        """``file:line`` of the user code that created this node, or ``<unknown>``."""
+        if self.source is None:
+            return "<unknown>"
+        return f"{self.source[0]}:{self.source[1]}"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Node is immutable")
+
+    def __reduce__(self):
+        raise TypeError("Node cannot be pickled; use tenloom.save")
+
+    def __repr__(self) -> str:
+        return f"Node({self.op.value}, shape={self.shape}, dtype={self.dtype})"
+
+
+_set = object.__setattr__
+
+
+def _user_source() -> tuple[str, int] | None:
+    """The innermost frame outside tenloom: where the user called us."""
+    f = sys._getframe(2)
+    while f is not None and f.f_globals.get("__name__", "").startswith("tenloom."):
+        f = f.f_back
+    if f is None:
+        return None
+    return (f.f_code.co_filename, f.f_lineno)
+
+
+def make_node(op: Op, inputs: tuple[Node, ...] = (), attrs: tuple = ()) -> Node:
+    """Return the unique node for (op, inputs, attrs), running the op's shape/dtype rule once."""
+    key = (op, attrs, *map(id, inputs))
+    node = _INTERN.get(key)
+    if node is not None:
+        return node
+    shape, dtype = OPS[op].infer(inputs, attrs)
+    node = object.__new__(Node)
+    _set(node, "op", op)
+    _set(node, "inputs", inputs)
+    _set(node, "attrs", attrs)
+    _set(node, "shape", shape)
+    _set(node, "dtype", dtype)
+    _set(node, "source", _user_source())
+    with _LOCK:
+        return _INTERN.setdefault(key, node)
+
+
+def rebuild(node: Node, inputs: tuple[Node, ...]) -> Node:
+    """``node`` with new inputs (same op and attrs); the node itself when nothing changed."""
+    if all(a is b for a, b in zip(inputs, node.inputs)) and len(inputs) == len(node.inputs):
+        return node
+    return make_node(node.op, inputs, node.attrs)
+
+
+def interned_count() -> int:
+    """How many nodes are alive in the intern table (for tests and stats)."""
+    return len(_INTERN)
+
+
+__all__ = ["Node", "make_node", "rebuild", "interned_count", "op_def"]

@@ -1,0 +1,125 @@
+"""Multilinear ops: einsum on integer labels, matmul, tensordot and trace.
+
+EINSUM attrs = (in_labels: tuple of label tuples, out_labels), labels normalized to 0..k-1 and
+every label of one size in all operands (the front end squeezes size-1 broadcast axes away).
+MATMUL, TENSORDOT and TRACE keep what the user wrote; the canonicalize pass rewrites them to
+EINSUM so the order search sees one network.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tenloom.graph.dtypes import _SUPPORTED_SET
+from tenloom.graph.einsum import einsum_ref
+from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
+from tenloom.graph.ops import Op, OpKind, register_op
+from tenloom.graph.ops_elementwise import broadcast_shapes
+
+
+def result_dtype(op: str, inputs) -> np.dtype:
+    dt = np.result_type(*[i.dtype for i in inputs])
+    if dt not in _SUPPORTED_SET:
+        raise DTypeError(f"{op}: result dtype {dt} is not supported")
+    return dt
+
+
+def einsum_sizes(inputs, attrs) -> dict[int, int]:
+    ins, out = attrs
+    sizes: dict[int, int] = {}
+    if len(ins) != len(inputs):
+        raise ShapeError(f"einsum: {len(ins)} label tuples for {len(inputs)} operands")
+    for k, (labels, x) in enumerate(zip(ins, inputs)):
+        if len(labels) != x.ndim:
+            raise ShapeError(
+                f"einsum: operand {k} of shape {fmt_shape(x.shape)} has {len(labels)} labels"
+            )
+        for lab, n in zip(labels, x.shape):
+            if sizes.setdefault(lab, n) != n:
+                raise ShapeError(
+                    f"einsum: size of label {lab} for operand {k} ({n}) does not match "
+                    f"the other operands ({sizes[lab]})"
+                )
+    for lab in out:
+        if lab not in sizes:
+            raise ShapeError(f"einsum: output label {lab} does not appear in any input")
+    return sizes
+
+
+def _einsum_infer(inputs, attrs):
+    sizes = einsum_sizes(inputs, attrs)
+    return tuple(sizes[lab] for lab in attrs[1]), result_dtype("einsum", inputs)
+
+
+def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    if len(a) == 0 or len(b) == 0:
+        raise ShapeError(
+            f"matmul: operands must have at least one axis, got shapes {fmt_shape(a)} and "
+            f"{fmt_shape(b)}"
+        )
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ShapeError(
+            f"matmul: contracted axis of operand 0 (size {a2[-1]}) does not match operand 1 "
+            f"(size {b2[-2]}); shapes {fmt_shape(a)} and {fmt_shape(b)}"
+        )
+    batch = broadcast_shapes("matmul", (a2[:-2], b2[:-2]))
+    out = batch + ((a2[-2],) if len(a) > 1 else ()) + ((b2[-1],) if len(b) > 1 else ())
+    return out
+
+
+def _matmul_infer(inputs, attrs):
+    a, b = inputs
+    return matmul_shape(a.shape, b.shape), result_dtype("matmul", inputs)
+
+
+def _tensordot_infer(inputs, attrs):
+    a, b = inputs
+    axes_a, axes_b = attrs
+    for x, y in zip(axes_a, axes_b):
+        if a.shape[x] != b.shape[y]:
+            raise ShapeError(
+                f"tensordot: axis {x} of operand 0 (size {a.shape[x]}) does not match axis {y} "
+                f"of operand 1 (size {b.shape[y]}); shapes {fmt_shape(a.shape)} and "
+                f"{fmt_shape(b.shape)}"
+            )
+    shape = tuple(s for i, s in enumerate(a.shape) if i not in axes_a) + tuple(
+        s for i, s in enumerate(b.shape) if i not in axes_b
+    )
+    return shape, result_dtype("tensordot", inputs)
+
+
+_TRACE_DTYPES: dict[np.dtype, np.dtype] = {}
+
+
+def _trace_infer(inputs, attrs):
+    from tenloom.graph.ops_movement import diagonal_shape
+
+    (x,), (offset, axis1, axis2) = inputs, attrs
+    dt = _TRACE_DTYPES.get(x.dtype)
+    if dt is None:
+        dt = _TRACE_DTYPES[x.dtype] = np.trace(np.ones((1, 1), x.dtype)).dtype
+    return diagonal_shape(x.shape, offset, axis1, axis2)[:-1], dt
+
+
+register_op(
+    Op.EINSUM, OpKind.CONTRACTION, _einsum_infer, lambda xs, at: einsum_ref(xs, at[0], at[1])
+)
+register_op(
+    Op.MATMUL, OpKind.CONTRACTION, _matmul_infer, lambda xs, at: np.asarray(np.matmul(*xs)), 2
+)
+register_op(
+    Op.TENSORDOT,
+    OpKind.CONTRACTION,
+    _tensordot_infer,
+    lambda xs, at: np.tensordot(xs[0], xs[1], axes=(list(at[0]), list(at[1]))),
+    2,
+)
+register_op(
+    Op.TRACE,
+    OpKind.CONTRACTION,
+    _trace_infer,
+    lambda xs, at: np.asarray(np.trace(xs[0], at[0], at[1], at[2])),
+    1,
+)

@@ -1,0 +1,123 @@
+"""Movement ops: reshape, transpose, broadcast_to, slice (basic indexing), concatenate, diagonal.
+
+Attributes are normalized by the front end (non-negative axes, full permutations, explicit
+shapes), so identical movements hash-cons to one node.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tenloom.graph.errors import ShapeError, fmt_shape
+from tenloom.graph.ops import Op, OpKind, register_op
+
+
+def _reshape_infer(inputs, attrs):
+    (x,), (shape,) = inputs, attrs
+    if math.prod(shape) != math.prod(x.shape):
+        raise ShapeError(
+            f"reshape: cannot reshape operand 0 of shape {fmt_shape(x.shape)} "
+            f"({math.prod(x.shape)} elements) into shape {fmt_shape(shape)}"
+        )
+    return shape, x.dtype
+
+
+def _transpose_infer(inputs, attrs):
+    (x,), (perm,) = inputs, attrs
+    if sorted(perm) != list(range(x.ndim)):
+        raise ShapeError(
+            f"transpose: axes {perm} are not a permutation of the {x.ndim} axes of operand 0 "
+            f"of shape {fmt_shape(x.shape)}"
+        )
+    return tuple(x.shape[p] for p in perm), x.dtype
+
+
+def _broadcast_infer(inputs, attrs):
+    (x,), (shape,) = inputs, attrs
+    ok = len(shape) >= x.ndim and all(
+        s == t or s == 1 for s, t in zip(x.shape[::-1], shape[::-1])
+    )
+    if not ok:
+        raise ShapeError(
+            f"broadcast_to: cannot broadcast operand 0 of shape {fmt_shape(x.shape)} "
+            f"to shape {fmt_shape(shape)}"
+        )
+    return shape, x.dtype
+
+
+def slice_len(start: int, stop: int, step: int) -> int:
+    return len(range(start, stop, step))
+
+
+def as_slice(start: int, stop: int, step: int) -> slice:
+    """Inverse of ``slice.indices``: a negative stop means 'run past index 0'."""
+    return slice(start, None if stop < 0 else stop, step)
+
+
+def _slice_infer(inputs, attrs):
+    (x,), (spec,) = inputs, attrs
+    if len(spec) != x.ndim:
+        raise ShapeError(f"slice: {len(spec)} slices for operand 0 of shape {fmt_shape(x.shape)}")
+    return tuple(slice_len(*s) for s in spec), x.dtype
+
+
+def _slice_ref(xs, attrs):
+    return xs[0][tuple(as_slice(*s) for s in attrs[0])]
+
+
+def _concat_infer(inputs, attrs):
+    (axis,) = attrs
+    first = inputs[0]
+    for k, t in enumerate(inputs):
+        if t.ndim != first.ndim or any(
+            a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != axis
+        ):
+            raise ShapeError(
+                f"concatenate: operand {k} of shape {fmt_shape(t.shape)} does not match operand 0 "
+                f"of shape {fmt_shape(first.shape)} outside axis {axis}"
+            )
+    shape = list(first.shape)
+    shape[axis] = sum(t.shape[axis] for t in inputs)
+    return tuple(shape), np.result_type(*[t.dtype for t in inputs])
+
+
+def diagonal_len(n1: int, n2: int, offset: int) -> int:
+    if offset >= 0:
+        return max(0, min(n1, n2 - offset))
+    return max(0, min(n1 + offset, n2))
+
+
+def diagonal_shape(shape, offset, axis1, axis2):
+    rest = tuple(s for i, s in enumerate(shape) if i not in (axis1, axis2))
+    return rest + (diagonal_len(shape[axis1], shape[axis2], offset),)
+
+
+def _diagonal_infer(inputs, attrs):
+    (x,), (offset, axis1, axis2) = inputs, attrs
+    return diagonal_shape(x.shape, offset, axis1, axis2), x.dtype
+
+
+register_op(Op.RESHAPE, OpKind.MOVEMENT, _reshape_infer, lambda xs, at: xs[0].reshape(at[0]), 1)
+register_op(
+    Op.TRANSPOSE, OpKind.MOVEMENT, _transpose_infer, lambda xs, at: xs[0].transpose(at[0]), 1
+)
+register_op(
+    Op.BROADCAST, OpKind.MOVEMENT, _broadcast_infer, lambda xs, at: np.broadcast_to(xs[0], at[0]), 1
+)
+register_op(Op.SLICE, OpKind.MOVEMENT, _slice_infer, _slice_ref, 1)
+register_op(
+    Op.CONCAT,
+    OpKind.MOVEMENT,
+    _concat_infer,
+    lambda xs, at: np.concatenate(xs, axis=at[0]),
+    None,
+)
+register_op(
+    Op.DIAGONAL,
+    OpKind.MOVEMENT,
+    _diagonal_infer,
+    lambda xs, at: np.diagonal(xs[0], at[0], at[1], at[2]),
+    1,
+)

@@ -1,0 +1,1 @@
+"""The runtime layer: where and when the graph runs (backends, executor, evaluate)."""

@@ -1,0 +1,42 @@
+"""Backend registry: device kind -> module, imported on first use (no heavy import at startup)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from tenloom.graph.errors import DeviceError
+
+# kind -> (module, extra that provides its dependency)
+_MODULES: dict[str, tuple[str, str | None]] = {
+    "cpu": ("tenloom.runtime.backends.cpu", None),
+}
+_LOADED: dict[str, Any] = {}
+
+
+def register_backend(kind: str, module: str, extra: str | None = None) -> None:
+    if kind in _MODULES:
+        raise ValueError(f"backend {kind!r} is already registered")
+    _MODULES[kind] = (module, extra)
+
+
+def get_backend(kind: str) -> Any:
+    """The backend object for a device kind, importing its module the first time."""
+    be = _LOADED.get(kind)
+    if be is not None:
+        return be
+    if kind not in _MODULES:
+        valid = ", ".join(sorted(_MODULES))
+        raise DeviceError(f"unknown device kind {kind!r}; valid kinds: {valid}")
+    module, extra = _MODULES[kind]
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        hint = f"; install it with pip install 'tenloom[{extra}]'" if extra else ""
+        raise DeviceError(f"backend {kind!r} is not available ({e}){hint}") from e
+    be = _LOADED[kind] = mod.Backend()
+    return be
+
+
+def known_kinds() -> list[str]:
+    return sorted(_MODULES)

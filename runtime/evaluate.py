@@ -1,0 +1,71 @@
+"""``evaluate``: the public path from lazy tensors to arrays.
+
+    tensors -> Graph -> passes (run_pipeline) -> executor on the chosen backend -> ndarrays
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+import numpy as np
+
+from tenloom.graph.errors import DeviceError
+from tenloom.graph.graph import Graph
+from tenloom.graph.tensor import Tensor
+from tenloom.graph.api import lift
+from tenloom.passes import run_pipeline
+from tenloom.runtime.backends import get_backend
+from tenloom.runtime.executor import bind_feed, execute
+
+OPTIONS = ("feed", "device", "passes", "optimize", "to_host", "verify")
+
+
+def check_options(opts: dict[str, Any]) -> None:
+    for k in opts:
+        if k not in OPTIONS:
+            raise TypeError(f"evaluate: unknown option {k!r}; valid options: {', '.join(OPTIONS)}")
+
+
+def parse_device(device: Any) -> tuple[str, int]:
+    if device is None:
+        return "cpu", 0
+    if not isinstance(device, str):
+        raise DeviceError(f"device {device!r} is not a device name like 'cpu' or 'cuda:0'")
+    kind, _, index = device.partition(":")
+    try:
+        idx = int(index) if index else 0
+    except ValueError:
+        raise DeviceError(f"device {device!r}: index {index!r} is not an int") from None
+    return kind, idx
+
+
+def build_graph(tensors: tuple[Any, ...]) -> Graph:
+    return Graph(tuple(lift(t, "evaluate") for t in tensors))
+
+
+def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
+    """Evaluate tensors together (shared subgraphs run once); always returns a tuple of arrays.
+
+    Options: ``feed={placeholder: array}``, ``device="cpu"``, ``passes=(names...)`` (default the
+    full pipeline), ``optimize=...`` (contraction order search), ``to_host=True``.
+    """
+    check_options(opts)
+    graph = build_graph(tensors)
+    bound = bind_feed(graph, opts.get("feed"))
+    kind, _ = parse_device(opts.get("device"))
+    backend = get_backend(kind)
+    optimized, _ctx = run_pipeline(graph, opts.get("passes"), opts, verify=opts.get("verify", False))
+    return tuple(execute(optimized, bound, backend, opts.get("device") or "cpu"))
+
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def evaluate_async(*tensors: Tensor, **opts: Any) -> "concurrent.futures.Future":
+    """Like ``evaluate`` but returns a Future resolving to the tuple of arrays."""
+    global _POOL
+    check_options(opts)
+    if _POOL is None:
+        _POOL = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="tenloom-async")
+    return _POOL.submit(evaluate, *tensors, **opts)

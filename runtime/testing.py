@@ -1,0 +1,35 @@
+"""Test hooks: make a chosen node fail when it runs, to exercise error paths."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Iterator
+
+_FAIL: dict[int, BaseException] = {}
+_LOCK = threading.Lock()
+
+
+class InjectedFailure(RuntimeError):
+    """The exception ``fail_node`` raises inside the chosen node."""
+
+
+def check(node) -> None:
+    """Called by executors before a node runs; raises if a test asked this node to fail."""
+    if _FAIL:
+        exc = _FAIL.get(id(node))
+        if exc is not None:
+            raise exc
+
+
+@contextlib.contextmanager
+def fail_node(tensor_or_node, exc: BaseException | None = None) -> Iterator[None]:
+    """Within the block, running ``tensor_or_node`` raises ``exc`` (an InjectedFailure)."""
+    node = getattr(tensor_or_node, "node", tensor_or_node)
+    with _LOCK:
+        _FAIL[id(node)] = exc or InjectedFailure(f"injected failure in {node.op.value}")
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _FAIL.pop(id(node), None)

@@ -1,0 +1,21 @@
+"""Inspection entry points (dump; explain and visualize join with the passes and plans)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenloom.graph.dump import dump_nodes
+from tenloom.runtime.evaluate import build_graph
+from tenloom.passes import run_pipeline
+
+
+def dump(*tensors: Any, optimized: bool = False, **opts: Any) -> str:
+    """Readable text of the graph of ``tensors``, one line per node.
+
+    With ``optimized=True`` the graph is shown after the pass pipeline (``passes=``/``optimize=``
+    options as for ``evaluate``).
+    """
+    graph = build_graph(tensors)
+    if optimized:
+        graph, _ = run_pipeline(graph, opts.get("passes"), opts)
+    return dump_nodes(graph.outputs)

@@ -1,0 +1,43 @@
+"""Shared pytest configuration: hypothesis profiles and import path for ``helpers``.
+
+Profiles (select with ``HYPOTHESIS_PROFILE=<name>``, default ``ci``):
+
+* ``ci``   -- 300 examples, deterministic, no deadline; sized for a 2-core CI machine.
+* ``slow`` -- 3000 examples, no deadline; for long local / nightly runs.
+* ``dev``  -- 50 examples; quick local iteration.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from hypothesis import HealthCheck, settings
+
+_TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+if _TESTS_DIR not in sys.path:
+    # ``from helpers import ...`` works whatever pytest's import mode is.
+    sys.path.insert(0, _TESTS_DIR)
+
+_SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large]
+
+settings.register_profile(
+    "ci",
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=_SUPPRESSED,
+)
+settings.register_profile(
+    "slow",
+    max_examples=3000,
+    deadline=None,
+    suppress_health_check=_SUPPRESSED,
+)
+settings.register_profile(
+    "dev",
+    max_examples=50,
+    deadline=None,
+    suppress_health_check=_SUPPRESSED,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -1,0 +1,121 @@
+"""Numerical helpers shared by the test-suite.
+
+``assert_close`` compares a tenloom result with a NumPy reference using tolerances
+chosen from the dtype, and always checks shape and dtype exactly.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+#: Every dtype tenloom promises to handle on CPU, in NumPy's promotion order.
+ALL_DTYPES = (
+    "bool",
+    "int32",
+    "int64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+)
+
+# (rtol, atol); atol is multiplied by the magnitude scale of the data.
+_TOLERANCES = {
+    np.dtype(np.float16): (2e-2, 2e-2),
+    np.dtype(np.float32): (1e-4, 1e-5),
+    np.dtype(np.complex64): (1e-4, 1e-5),
+    np.dtype(np.float64): (1e-10, 1e-10),
+    np.dtype(np.complex128): (1e-10, 1e-10),
+}
+
+
+def tolerances(dtype) -> tuple[float, float] | None:
+    """(rtol, atol) for an inexact dtype, ``None`` for exact (integer/bool) ones."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "biu":
+        return None
+    if dtype in _TOLERANCES:
+        return _TOLERANCES[dtype]
+    # long double & co.: as float64.
+    return _TOLERANCES[np.dtype(np.float64)]
+
+
+def assert_close(actual, expected, dtype=None, *, scale=None):
+    """Assert ``actual`` (a tenloom result) matches the NumPy reference ``expected``.
+
+    Args:
+        actual: must be a ``numpy.ndarray`` (0-d for scalars).
+        expected: NumPy result (array or NumPy scalar).
+        dtype: dtype whose tolerances apply; defaults to ``expected``'s dtype.
+        scale: magnitude the absolute tolerance is scaled with; defaults to
+            ``max(1, max|expected|)``. Pass e.g. ``sum|x|`` for reductions whose
+            result may cancel.
+    """
+    assert isinstance(actual, np.ndarray), f"expected numpy.ndarray, got {type(actual)!r}"
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != expected {expected.dtype}"
+    tol = tolerances(expected.dtype if dtype is None else dtype)
+    if tol is None or expected.dtype.kind in "biu":
+        np.testing.assert_array_equal(actual, expected)
+        return
+    rtol, atol = tol
+    if scale is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            finite = np.abs(expected[np.isfinite(expected)]) if expected.size else np.zeros(0)
+            scale = float(np.max(finite)) if finite.size else 1.0
+    scale = max(1.0, float(scale))
+    np.testing.assert_allclose(
+        actual.astype(np.complex128 if actual.dtype.kind == "c" else np.float64),
+        expected.astype(np.complex128 if expected.dtype.kind == "c" else np.float64),
+        rtol=rtol,
+        atol=atol * scale,
+        equal_nan=True,
+    )
+
+
+def random_array(rng: np.random.Generator, shape, dtype, kind: str = "normal") -> np.ndarray:
+    """A random array of ``dtype``.
+
+    kind:
+        ``normal``   -- signed values (ints in [-3, 3], floats ~ N(0, 1)).
+        ``positive`` -- strictly positive values (ints in [1, 4], floats in [0.5, 2]).
+        ``small``    -- non-negative small ints [0, 3] / floats in [0, 2) (for exponents).
+    """
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    if dtype.kind == "b":
+        if kind == "positive":
+            return np.ones(shape, dtype=bool)
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        lo, hi = {"normal": (-3, 4), "positive": (1, 5), "small": (0, 4)}[kind]
+        return rng.integers(lo, hi, size=shape).astype(dtype)
+
+    def real():
+        if kind == "positive":
+            return rng.uniform(0.5, 2.0, size=shape)
+        if kind == "small":
+            return rng.uniform(0.0, 2.0, size=shape)
+        return rng.standard_normal(shape)
+
+    if dtype.kind == "c":
+        return (real() + 1j * real()).astype(dtype)
+    return np.asarray(real()).astype(dtype)
+
+
+def numpy_or_skip(fn, *args, **kwargs):
+    """Run the NumPy reference; skip the test when NumPy itself rejects the combination."""
+    import pytest
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
+            try:
+                return fn(*args, **kwargs)
+            except (TypeError, ValueError) as exc:  # UFuncTypeError is a TypeError
+                pytest.skip(f"numpy rejects this combination: {type(exc).__name__}: {exc}")
