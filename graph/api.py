@@ -10,10 +10,10 @@ from __future__ import annotations
 import builtins
 import math
 import operator
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-
 from tenloom.graph import einsum as _einsum
 from tenloom.graph.dtypes import _SUPPORTED_SET, normalize_dtype
 from tenloom.graph.errors import (
@@ -69,18 +69,47 @@ def lift(x: Any, what: str = "operand") -> Node:
     raise TypeError(f"{what}: cannot use an object of type {type(x).__name__} as a tensor")
 
 
+# (dtype of the other operand, type of the Python scalar) -> the scalar's weak dtype
+_WEAK_DTYPES: dict[tuple, np.dtype] = {}
+# exact scalar key -> its 0-d FULL node; scalars recur constantly (x * 0.5 in a loop), and
+# building the node once keeps tracing cheap. Bounded: cleared when it grows past 4096.
+_SCALAR_NODES: dict[tuple, Node] = {}
+
+
+def _scalar_key(x: Any, dt: np.dtype) -> tuple:
+    t = type(x)
+    if t is float:
+        return (dt, x.hex())  # exact bits: 0.0 and -0.0 differ, nan matches nan
+    if t is complex:
+        return (dt, x.real.hex(), x.imag.hex())
+    return (dt, t, x)
+
+
+def scalar_node(x: Any, other_dtype: np.dtype, op: Any) -> Node:
+    """A 0-d leaf for Python scalar ``x`` next to an operand of ``other_dtype`` (NEP 50: weak)."""
+    wk = (other_dtype, type(x))
+    dt = _WEAK_DTYPES.get(wk)
+    if dt is None:
+        dt = np.result_type(other_dtype, x)
+        if dt not in _SUPPORTED_SET:
+            dt = np.asarray(x).dtype
+        _WEAK_DTYPES[wk] = dt
+    key = _scalar_key(x, dt)
+    node = _SCALAR_NODES.get(key)
+    if node is None:
+        node = full_node((), x, dt, getattr(op, "value", op))
+        if len(_SCALAR_NODES) > 4096:
+            _SCALAR_NODES.clear()
+        _SCALAR_NODES[key] = node
+    return node
+
+
 def lift_with(x: Any, other: Node, op: str) -> Node:
     """Lift ``x`` next to ``other``: a Python scalar takes a weak dtype (NEP 50)."""
     if type(x) is Tensor:
         return x.node
     if isinstance(x, _SCALARS):
-        try:
-            dt = np.result_type(other.dtype, x)
-        except (OverflowError, TypeError) as e:
-            raise DTypeError(f"{op}: scalar {x!r} does not fit operand dtype {other.dtype}") from e
-        if dt != other.dtype and dt.kind == other.dtype.kind:
-            dt = other.dtype  # pragma: no cover - result_type keeps the array's kind
-        return full_node((), x, dt if dt in _SUPPORTED_SET else np.asarray(x).dtype, op)
+        return scalar_node(x, other.dtype, op)
     return lift(x, op)
 
 
@@ -174,9 +203,13 @@ def _unary(op: Op, x: Any) -> Tensor:
 
 
 def _binary(op: Op, a: Any, b: Any) -> Tensor:
-    if type(a) is Tensor and type(b) is Tensor:
-        return _t(make_node(op, (a.node, b.node)))
-    return _t(make_node(op, _lift_pair(a, b, op.value)))
+    ta, tb = type(a), type(b)
+    if ta is Tensor:
+        if tb is Tensor:
+            return Tensor(make_node(op, (a.node, b.node)))
+        if tb is float or tb is int:  # the hot path of traced loops: x * 0.5
+            return Tensor(make_node(op, (a.node, scalar_node(b, a.node.dtype, op))))
+    return Tensor(make_node(op, _lift_pair(a, b, op.value)))
 
 
 def negative(x):
@@ -452,9 +485,11 @@ def transpose(x, axes=None) -> Tensor:
             perm = tuple(operator.index(a) for a in axes)
         except TypeError:
             raise ShapeError(f"transpose: axes {axes!r} are not ints") from None
-        if len(perm) != n.ndim or sorted(p % builtins.max(n.ndim, 1) for p in perm) != list(
-            range(n.ndim)
-        ) or any(not -n.ndim <= p < n.ndim for p in perm):
+        if (
+            len(perm) != n.ndim
+            or sorted(p % builtins.max(n.ndim, 1) for p in perm) != list(range(n.ndim))
+            or any(not -n.ndim <= p < n.ndim for p in perm)
+        ):
             raise ShapeError(
                 f"transpose: axes {tuple(axes)} are not a permutation of the {n.ndim} axes of "
                 f"operand 0 of shape {fmt_shape(n.shape)}"
@@ -529,7 +564,9 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Tensor:
         axis = 0
     for k, n in enumerate(nodes):
         if n.ndim == 0:
-            raise ShapeError(f"concatenate: operand {k} is 0-d; zero-dimensional arrays cannot be concatenated")
+            raise ShapeError(
+                f"concatenate: operand {k} is 0-d; zero-dimensional arrays cannot be concatenated"
+            )
         if n.ndim != nodes[0].ndim:
             raise ShapeError(
                 f"concatenate: operand {k} of shape {fmt_shape(n.shape)} has {n.ndim} axes but "

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from tenloom.graph.errors import DTypeError
 
 SUPPORTED: tuple[np.dtype, ...] = tuple(

@@ -9,10 +9,9 @@ through :data:`DETAIL_FORMATTERS`, which later passes register into.
 from __future__ import annotations
 
 import string
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
-
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops_elementwise import SYMBOL
@@ -30,8 +29,10 @@ def einsum_text(inputs, output) -> str:
     labels = sorted({x for t in (*inputs, output) for x in t})
     if len(labels) <= 52:
         letter = {lab: string.ascii_letters[i] for i, lab in enumerate(labels)}
-        return ",".join("".join(letter[x] for x in t) for t in inputs) + "->" + "".join(
-            letter[x] for x in output
+        return (
+            ",".join("".join(letter[x] for x in t) for t in inputs)
+            + "->"
+            + "".join(letter[x] for x in output)
         )
     return ",".join(str(list(t)) for t in inputs) + "->" + str(list(output))
 

@@ -9,16 +9,16 @@ the node for messages but is not part of the key.
 from __future__ import annotations
 
 import sys
-import threading
 import weakref
 from typing import Any
 
 import numpy as np
-
 from tenloom.graph.ops import OPS, Op, op_def
 
-_INTERN: "weakref.WeakValueDictionary[tuple, Node]" = weakref.WeakValueDictionary()
-_LOCK = threading.Lock()
+# key -> weakref to the node. A plain dict of weak references (rather than WeakValueDictionary,
+# whose get/set run in Python) keeps a lookup at C speed; each reference's callback removes
+# its own entry when the node dies.
+_INTERN: dict[tuple, "weakref.ref[Node]"] = {}
 
 
 class Node:
@@ -66,6 +66,9 @@ class Node:
 
 
 _set = object.__setattr__
+# Keys hold an int per op rather than the Enum member, so a key of plain ints and tuples is
+# untracked by the cyclic GC after its first collection (that GC work dominated tracing).
+_CODE = {op: i for i, op in enumerate(Op)}
 
 
 def _user_source() -> tuple[str, int] | None:
@@ -80,10 +83,12 @@ def _user_source() -> tuple[str, int] | None:
 
 def make_node(op: Op, inputs: tuple[Node, ...] = (), attrs: tuple = ()) -> Node:
     """Return the unique node for (op, inputs, attrs), running the op's shape/dtype rule once."""
-    key = (op, attrs, *map(id, inputs))
-    node = _INTERN.get(key)
-    if node is not None:
-        return node
+    key = (_CODE[op], attrs, *map(id, inputs))
+    ref = _INTERN.get(key)
+    if ref is not None:
+        node = ref()
+        if node is not None:
+            return node
     shape, dtype = OPS[op].infer(inputs, attrs)
     node = object.__new__(Node)
     _set(node, "op", op)
@@ -92,8 +97,26 @@ def make_node(op: Op, inputs: tuple[Node, ...] = (), attrs: tuple = ()) -> Node:
     _set(node, "shape", shape)
     _set(node, "dtype", dtype)
     _set(node, "source", _user_source())
-    with _LOCK:
-        return _INTERN.setdefault(key, node)
+    ref = _Ref(node, _remove)
+    ref.key = key
+    existing = _INTERN.setdefault(key, ref)
+    if existing is not ref:  # another thread interned the same node first
+        other = existing()
+        if other is not None:
+            return other
+        _INTERN[key] = ref
+    return node
+
+
+class _Ref(weakref.ref):
+    """A weak reference that knows its intern-table key (one object, no closure per node)."""
+
+    __slots__ = ("key",)
+
+
+def _remove(ref: _Ref) -> None:
+    if _INTERN.get(ref.key) is ref:
+        del _INTERN[ref.key]
 
 
 def rebuild(node: Node, inputs: tuple[Node, ...]) -> Node:

@@ -8,8 +8,9 @@ Autodiff rules join them through :func:`register_vjp` / :func:`register_jvp`.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +25,10 @@ class OpKind(enum.Enum):
 
 
 class Op(enum.Enum):
+    # Members are singletons: identity hashing is valid and much faster than Enum's default
+    # (which hashes the name in Python code, on every intern-table lookup).
+    __hash__ = object.__hash__
+
     # leaves
     CONST = "const"
     PLACEHOLDER = "placeholder"

@@ -9,7 +9,6 @@ EINSUM so the order search sees one network.
 from __future__ import annotations
 
 import numpy as np
-
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.einsum import einsum_ref
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
@@ -64,7 +63,13 @@ def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
             f"matmul: contracted axis of operand 0 (size {a2[-1]}) does not match operand 1 "
             f"(size {b2[-2]}); shapes {fmt_shape(a)} and {fmt_shape(b)}"
         )
-    batch = broadcast_shapes("matmul", (a2[:-2], b2[:-2]))
+    try:
+        batch = broadcast_shapes("matmul", (a2[:-2], b2[:-2]))
+    except ShapeError:
+        raise ShapeError(
+            f"matmul: batch axes of operand 0 {fmt_shape(a2[:-2])} and operand 1 "
+            f"{fmt_shape(b2[:-2])} do not broadcast; shapes {fmt_shape(a)} and {fmt_shape(b)}"
+        ) from None
     out = batch + ((a2[-2],) if len(a) > 1 else ()) + ((b2[-1],) if len(b) > 1 else ())
     return out
 

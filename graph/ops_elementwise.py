@@ -9,10 +9,9 @@ following NEP 50 before they get here.
 from __future__ import annotations
 
 import warnings
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
-
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
 from tenloom.graph.ops import Op, OpKind, register_op
@@ -101,7 +100,13 @@ def resolve_dtype(op: Op, fn: Callable, inputs: Sequence) -> np.dtype:
 def broadcast_shapes(op: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
     """NumPy broadcasting of ``shapes``; a ShapeError names the op, operands, axis and shapes."""
     first = shapes[0]
-    if all(s == first for s in shapes):
+    if len(shapes) == 2:
+        second = shapes[1]
+        if first == second or not second:
+            return first
+        if not first:
+            return second
+    elif all(s == first for s in shapes):
         return first
     ndim = max(len(s) for s in shapes)
     out = []
@@ -116,8 +121,7 @@ def broadcast_shapes(op: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int, .
                             f"operand {k} {fmt_shape(s)}" for k, s in enumerate(shapes)
                         )
                         raise ShapeError(
-                            f"{op}: cannot broadcast {desc}: axis {ax} has sizes "
-                            f"{size} and {n}"
+                            f"{op}: cannot broadcast {desc}: axis {ax} has sizes {size} and {n}"
                         )
                     size = n
         out.append(size)
@@ -143,7 +147,9 @@ def _binary_infer(op: Op, fn: Callable):
 
 
 for _op, _fn in UNARY.items():
-    register_op(_op, OpKind.ELEMENTWISE, _unary_infer(_op, _fn), (lambda f: lambda xs, at: f(xs[0]))(_fn), 1)
+    register_op(
+        _op, OpKind.ELEMENTWISE, _unary_infer(_op, _fn), (lambda f: lambda xs, at: f(xs[0]))(_fn), 1
+    )
 
 for _op, _fn in BINARY.items():
     register_op(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-
 from tenloom.graph.ops import Op, OpKind, register_op
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from tenloom.graph.errors import ShapeError, fmt_shape
 from tenloom.graph.ops import Op, OpKind, register_op
 
@@ -36,9 +35,7 @@ def _transpose_infer(inputs, attrs):
 
 def _broadcast_infer(inputs, attrs):
     (x,), (shape,) = inputs, attrs
-    ok = len(shape) >= x.ndim and all(
-        s == t or s == 1 for s, t in zip(x.shape[::-1], shape[::-1])
-    )
+    ok = len(shape) >= x.ndim and all(s == t or s == 1 for s, t in zip(x.shape[::-1], shape[::-1]))
     if not ok:
         raise ShapeError(
             f"broadcast_to: cannot broadcast operand 0 of shape {fmt_shape(x.shape)} "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
 from tenloom.graph.ops import Op, OpKind, register_op

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from tenloom.graph.node import Node
 
 
@@ -66,9 +65,7 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        return (
-            f"Tensor(shape={self.node.shape}, dtype={self.node.dtype}, op={self.node.op.value})"
-        )
+        return f"Tensor(shape={self.node.shape}, dtype={self.node.dtype}, op={self.node.op.value})"
 
     # ---- execution (reaches runtime through a late import, the one sanctioned exception) ---
     def evaluate(self, **opts: Any) -> np.ndarray:

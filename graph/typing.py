@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Sequence, Tuple, Union
+from collections.abc import Hashable, Sequence
+from typing import Any, Union
 
 import numpy as np
 
-Shape = Tuple[int, ...]
-Labels = Tuple[int, ...]
+Shape = tuple[int, ...]
+Labels = tuple[int, ...]
 DTypeLike = Union[str, type, np.dtype]
 ArrayLike = Any
-Attrs = Tuple[Hashable, ...]
+Attrs = tuple[Hashable, ...]
 AxisLike = Union[int, Sequence[int], None]

@@ -4,7 +4,8 @@ is the tuple below, read top to bottom.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tenloom.graph.graph import Graph
 from tenloom.passes.registry import PASSES, PassContext, get_pass, register_pass

@@ -7,7 +7,7 @@ from tenloom.graph.ops import OPS
 
 
 def verify_graph(graph: Graph, after: str = "?") -> None:
-    """Re-run every node's shape/dtype rule and check it agrees with the node; AssertionError if not."""
+    """Re-run each node's shape/dtype rule and check it agrees; AssertionError if not."""
     for node in graph.order:
         assert node.op in OPS, f"after {after}: unknown op {node.op}"
         d = OPS[node.op]

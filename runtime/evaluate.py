@@ -1,6 +1,6 @@
 """``evaluate``: the public path from lazy tensors to arrays.
 
-    tensors -> Graph -> passes (run_pipeline) -> executor on the chosen backend -> ndarrays
+tensors -> Graph -> passes (run_pipeline) -> executor on the chosen backend -> ndarrays
 """
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ import concurrent.futures
 from typing import Any
 
 import numpy as np
-
+from tenloom.graph.api import lift
 from tenloom.graph.errors import DeviceError
 from tenloom.graph.graph import Graph
 from tenloom.graph.tensor import Tensor
-from tenloom.graph.api import lift
 from tenloom.passes import run_pipeline
 from tenloom.runtime.backends import get_backend
 from tenloom.runtime.executor import bind_feed, execute
@@ -55,7 +54,9 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     bound = bind_feed(graph, opts.get("feed"))
     kind, _ = parse_device(opts.get("device"))
     backend = get_backend(kind)
-    optimized, _ctx = run_pipeline(graph, opts.get("passes"), opts, verify=opts.get("verify", False))
+    optimized, _ctx = run_pipeline(
+        graph, opts.get("passes"), opts, verify=opts.get("verify", False)
+    )
     return tuple(execute(optimized, bound, backend, opts.get("device") or "cpu"))
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from tenloom.graph.errors import DTypeError, EvaluationError, ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 _FAIL: dict[int, BaseException] = {}
 _LOCK = threading.Lock()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tenloom.graph.dump import dump_nodes
-from tenloom.runtime.evaluate import build_graph
 from tenloom.passes import run_pipeline
+from tenloom.runtime.evaluate import build_graph
 
 
 def dump(*tensors: Any, optimized: bool = False, **opts: Any) -> str:
@@ -19,3 +19,10 @@ def dump(*tensors: Any, optimized: bool = False, **opts: Any) -> str:
     if optimized:
         graph, _ = run_pipeline(graph, opts.get("passes"), opts)
     return dump_nodes(graph.outputs)
+
+
+def graph_sizes(*tensors: Any, **opts: Any) -> tuple[int, int]:
+    """(nodes as traced, nodes after the pass pipeline)."""
+    graph = build_graph(tensors)
+    optimized, _ = run_pipeline(graph, opts.get("passes"), opts)
+    return len(graph), len(optimized)

@@ -422,3 +422,22 @@ def test_einsum_random_expressions(problem):
     assert tuple(t.shape) == expected.shape
     assert t.dtype == expected.dtype
     assert_close(t.evaluate(), expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate options must not change the numbers
+
+_OPTION_CASES = [c for c in FIXED_CASES if len(c[1]) >= 3 or c[0] in ("ii->", "...ij,...jk->...ik")]
+
+
+@pytest.mark.parametrize(
+    "opts", [{"passes": ()}, {"optimize": "greedy"}], ids=["no-passes", "greedy"]
+)
+@pytest.mark.parametrize(
+    "subscripts,shapes", _OPTION_CASES, ids=[_case_id(i, c) for i, c in enumerate(_OPTION_CASES)]
+)
+def test_einsum_evaluate_options(subscripts, shapes, opts):
+    rng = np.random.default_rng(SEED)
+    arrays = [random_array(rng, s, np.float64) for s in shapes]
+    expected = np.asarray(np.einsum(subscripts, *arrays))
+    assert_close(_run(subscripts, arrays).evaluate(**opts), expected)

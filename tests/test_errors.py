@@ -194,7 +194,12 @@ def test_tensordot_mismatch():
 
 def test_dot_mismatch():
     with pytest.raises(tl.ShapeError):
-        tl.dot(A(3, 4), A(5,))
+        tl.dot(
+            A(3, 4),
+            A(
+                5,
+            ),
+        )
 
 
 def test_trace_needs_two_dims():
@@ -362,7 +367,7 @@ def test_too_many_indices():
 
 
 def test_two_ellipses_in_index():
-    with pytest.raises((IndexError, tl.ShapeError)):
+    with pytest.raises(tl.TenloomError):
         A(3, 4)[..., 0, ...]
 
 

@@ -6,10 +6,9 @@ complex128).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
-
 from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS
