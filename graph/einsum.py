@@ -269,3 +269,22 @@ def einsum_ref(arrays: Sequence[np.ndarray], inputs, output) -> np.ndarray:
 
     res = ctg.array_contract(list(arrays), inputs, output, optimize="greedy")
     return np.asarray(res, dtype=np.result_type(*arrays))
+
+
+def einsum_node(nodes: Sequence, terms: Sequence[Sequence[Hashable]], output: Sequence[Hashable]):
+    """The EINSUM node for operands ``nodes`` with any hashable labels: labels are renumbered in
+    order of first appearance and size-1 broadcast axes reshaped away, as the front end does.
+    A one-operand einsum that only restates its operand returns the operand itself."""
+    from tenloom.graph.node import make_node
+    from tenloom.graph.ops import Op
+
+    spec = EinsumSpec(tuple(tuple(t) for t in terms), tuple(output), "<internal>")
+    nodes = list(nodes)
+    in_labels, out, squeeze_axes, _ = normalize(spec, [n.shape for n in nodes])
+    for k, drop in enumerate(squeeze_axes):
+        if drop:
+            shape = tuple(s for i, s in enumerate(nodes[k].shape) if i not in drop)
+            nodes[k] = make_node(Op.RESHAPE, (nodes[k],), (shape,))
+    if len(nodes) == 1 and in_labels[0] == out:
+        return nodes[0]
+    return make_node(Op.EINSUM, tuple(nodes), (in_labels, out))

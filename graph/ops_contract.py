@@ -128,3 +128,65 @@ register_op(
     lambda xs, at: np.asarray(np.trace(xs[0], at[0], at[1], at[2])),
     1,
 )
+
+
+# ---- CONTRACT: one pairwise contraction as a (batched) GEMM -----------------------------------
+# attrs = (a_labels, b_labels, out_labels, batch, left, contracted, right): the operands' labels
+# in their axis order, the output's, and the GEMM grouping the permutation pass chose. The
+# operands are viewed as A[batch, left, contracted] and B[batch, contracted, right]; when each
+# group lies contiguously (and in the same order on both sides) in an operand's memory, the
+# transpose + reshape below are views and numpy.matmul runs on them without a copy.
+
+
+def _contract_infer(inputs, attrs):
+    a, b = inputs
+    a_labels, b_labels, out, batch, left, con, right = attrs
+    if len(set(a_labels)) != len(a_labels) or len(set(b_labels)) != len(b_labels):
+        raise ShapeError("contract: repeated label within one operand")
+    sizes = dict(zip(a_labels, a.shape))
+    for lab, n in zip(b_labels, b.shape):
+        if sizes.setdefault(lab, n) != n:
+            raise ShapeError(f"contract: label {lab} has sizes {sizes[lab]} and {n}")
+    if sorted(batch + left + right) != sorted(out) or len(a.shape) != len(a_labels):
+        raise ShapeError("contract: grouping does not match the labels")
+    return tuple(sizes[lab] for lab in out), result_dtype("contract", inputs)
+
+
+def contract_ref(xs, attrs):
+    a, b = xs
+    a_labels, b_labels, out, batch, left, con, right = attrs
+    a_only = [i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out]
+    if a_only:
+        a = a.sum(axis=tuple(a_only))
+        a_labels = tuple(lab for i, lab in enumerate(a_labels) if i not in a_only)
+    b_only = [i for i, lab in enumerate(b_labels) if lab not in a_labels and lab not in out]
+    if b_only:
+        b = b.sum(axis=tuple(b_only))
+        b_labels = tuple(lab for i, lab in enumerate(b_labels) if i not in b_only)
+    sa = dict(zip(a_labels, a.shape))
+    sb = dict(zip(b_labels, b.shape))
+    nb = 1
+    for lab in batch:
+        nb *= sa[lab]
+    nl = 1
+    for lab in left:
+        nl *= sa[lab]
+    nk = 1
+    for lab in con:
+        nk *= sa[lab]
+    nr = 1
+    for lab in right:
+        nr *= sb[lab]
+    pa = [a_labels.index(lab) for lab in batch + left + con]
+    pb = [b_labels.index(lab) for lab in batch + con + right]
+    a3 = a.transpose(pa).reshape(nb, nl, nk)
+    b3 = b.transpose(pb).reshape(nb, nk, nr)
+    c = np.matmul(a3, b3)
+    natural = batch + left + right
+    c = c.reshape(tuple(sa[lab] for lab in batch + left) + tuple(sb[lab] for lab in right))
+    if natural != out:
+        c = c.transpose([natural.index(lab) for lab in out])
+    return c
+
+
+register_op(Op.CONTRACT, OpKind.CONTRACTION, _contract_infer, contract_ref, 2)

@@ -8,9 +8,27 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenloom.graph.graph import Graph
+from tenloom.passes import (  # noqa: F401  (each module registers its pass)
+    canonicalize,
+    contraction_order,
+    cse,
+    eliminate_permutations,
+    merge_contractions,
+    prereduce,
+    simplify,
+)
 from tenloom.passes.registry import PASSES, PassContext, get_pass, register_pass
 
-DEFAULT_PIPELINE: tuple[str, ...] = ()
+# The default pipeline, top to bottom.
+DEFAULT_PIPELINE: tuple[str, ...] = (
+    "simplify",  # fold uniform constants, drop identities
+    "canonicalize",  # matmul/tensordot/trace/diagonal/transpose/sum/products -> einsum
+    "merge_contractions",  # einsum of einsum -> one n-ary network
+    "prereduce",  # diagonals and lone indices first
+    "cse",  # a + b and b + a become one node
+    "contraction_order",  # n-ary network -> pairwise tree (cotengra)
+    "eliminate_permutations",  # pairwise einsum -> copy-free GEMM layout
+)
 
 
 def run_pipeline(

@@ -1,0 +1,178 @@
+"""contraction_order: each n-ary EINSUM becomes a tree of pairwise EINSUMs ordered by cotengra.
+
+    einsum(x1, ..., xn) -> einsum(einsum(x1, x3), einsum(x2, x4), ...)   (cotengra's tree)
+
+``optimize=`` picks the search: "auto" (cotengra's fast presets, by network size), "greedy",
+"hyper" (a hyper-optimizer with a 5 s budget), a dict such as {"method": "hyper",
+"max_time": 5}, a cotengra/opt_einsum optimizer object (passed through), or False (left to
+right). Paths are cached by network signature in memory and, with ``cache_dir=``, on disk.
+0-d factors are kept out of the search and multiplied in last. Each intermediate keeps only the
+labels still needed by the rest of the network or the output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import threading
+from collections import Counter
+from typing import Any
+
+from tenloom.graph.einsum import einsum_node
+from tenloom.graph.graph import Graph
+from tenloom.graph.node import Node
+from tenloom.graph.ops import Op
+from tenloom.passes.cost import einsum_sizes
+from tenloom.passes.registry import PassContext, register_pass
+from tenloom.passes.rewrite import map_graph
+
+_CACHE: dict[tuple, tuple] = {}
+_CACHE_LOCK = threading.Lock()
+SEARCHES = {"n": 0}  # how many path searches ran (tests check that plans reuse paths)
+
+
+def _optimizer(optimize: Any, progress: bool):
+    """(cotengra 'optimize' argument, cache key or None)."""
+    if optimize is None or optimize == "auto":
+        return "auto", "auto"
+    if optimize == "greedy":
+        return "greedy", "greedy"
+    if optimize in ("optimal", "dp"):
+        return "optimal", "optimal"
+    if optimize == "hyper":
+        optimize = {"method": "hyper"}
+    if isinstance(optimize, dict):
+        opts = dict(optimize)
+        method = opts.pop("method", "hyper")
+        if method != "hyper":
+            return method, method
+        import cotengra as ctg
+
+        opts.setdefault("max_time", 5)
+        opts.setdefault("max_repeats", 128)
+        opts.setdefault("progbar", progress)
+        key = ("hyper", tuple(sorted((k, repr(v)) for k, v in opts.items() if k != "progbar")))
+        return ctg.HyperOptimizer(**opts), key
+    if isinstance(optimize, str):
+        return optimize, optimize
+    return optimize, None  # an optimizer object: not cached here (it may keep its own cache)
+
+
+def _left_to_right(n: int) -> list[tuple[int, int]]:
+    ssa, cur = [], 0
+    for k in range(1, n):
+        ssa.append((cur, k))
+        cur = n + k - 1
+    return ssa
+
+
+def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
+    """An SSA path (pairs of ids, new ids counting up from n) for the network."""
+    n = len(terms)
+    optimize = options.get("optimize", "auto")
+    if optimize is False or n <= 2:
+        return tuple(_left_to_right(n))
+    progress = bool(options.get("progress", False))
+    opt, key = _optimizer(optimize, progress)
+    sig = None
+    if key is not None:
+        sig = (tuple(map(tuple, terms)), tuple(out), tuple(sorted(sizes.items())), repr(key))
+        with _CACHE_LOCK:
+            hit = _CACHE.get(sig)
+        if hit is not None:
+            return hit
+        cache_dir = options.get("cache_dir")
+        path_file = None
+        if cache_dir:
+            digest = hashlib.sha256(repr(sig).encode()).hexdigest()[:32]
+            path_file = os.path.join(os.fspath(cache_dir), f"path-{digest}.json")
+            try:
+                with open(path_file) as f:
+                    data = json.load(f)
+                if data.get("signature") == repr(sig):
+                    ssa = tuple(tuple(p) for p in data["ssa_path"])
+                    with _CACHE_LOCK:
+                        _CACHE[sig] = ssa
+                    return ssa
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+    import cotengra as ctg
+
+    SEARCHES["n"] += 1
+    tree = ctg.array_contract_tree(
+        [tuple(t) for t in terms], tuple(out), dict(sizes), optimize=opt
+    )
+    ssa = tuple(tuple(int(i) for i in p) for p in tree.get_ssa_path())
+    if sig is not None:
+        with _CACHE_LOCK:
+            _CACHE[sig] = ssa
+        if cache_dir:
+            os.makedirs(os.fspath(cache_dir), exist_ok=True)
+            tmp = f"{path_file}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump({"signature": repr(sig), "ssa_path": ssa}, f)
+            os.replace(tmp, path_file)
+    return ssa
+
+
+def build_tree(node: Node, options: dict, stats: dict) -> Node:
+    """Replace one n-ary EINSUM by its tree of pairwise EINSUM nodes."""
+    terms, out = node.attrs
+    sizes = einsum_sizes(node)
+    items = [(x, tuple(t)) for x, t in zip(node.inputs, terms) if t]
+    scalars = [x for x, t in zip(node.inputs, terms) if not t]
+    if len(items) <= 1 and not scalars:
+        return node
+    if len(items) >= 3:
+        path = find_path([t for _, t in items], out, sizes, options)
+    else:
+        path = tuple(_left_to_right(len(items)))
+    needed = Counter(lab for _, t in items for lab in t) + Counter(out)
+    live = list(items)
+    for step, (i, j) in enumerate(path):
+        (xa, ta), (xb, tb) = live[i], live[j]
+        needed -= Counter(ta) + Counter(tb)
+        last = step == len(path) - 1
+        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in out))
+        if last and set(keep) == set(out):
+            keep = tuple(out)
+        needed += Counter(keep)
+        live.append((einsum_node([xa, xb], [ta, tb], keep), keep))
+        stats["pairwise"] = stats.get("pairwise", 0) + 1
+    if items:
+        res, t = live[-1]
+        if t != tuple(out):
+            res, t = einsum_node([res], [t], out), tuple(out)
+    else:  # only 0-d factors: the output is 0-d too
+        res, t = scalars[0], ()
+        scalars = scalars[1:]
+    for s in scalars:
+        res = einsum_node([res, s], [t, ()], t)
+    stats["networks"] = stats.get("networks", 0) + 1
+    stats["largest"] = max(stats.get("largest", 0), len(node.inputs))
+    return res
+
+
+@register_pass("contraction_order")
+def contraction_order(graph: Graph, ctx: PassContext) -> Graph:
+    """Order every n-ary EINSUM (n >= 3) into pairwise contractions with cotengra."""
+    stats: dict = {}
+
+    def fn(node: Node) -> Node:
+        if node.op is Op.EINSUM and len(node.inputs) >= 3:
+            return build_tree(node, ctx.options, stats)
+        return node
+
+    res = map_graph(graph, fn)
+    ctx.record("contraction_order", **stats)
+    return res
+
+
+def tree_cost_log10(graph: Graph) -> float:
+    """log10 of the total multiply-adds of all pairwise contractions in ``graph``."""
+    from tenloom.passes.cost import node_madds
+
+    total = sum(node_madds(n) for n in graph.order if n.op in (Op.EINSUM, Op.CONTRACT))
+    return math.log10(max(total, 1))

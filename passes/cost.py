@@ -1,0 +1,106 @@
+"""The cost model: flops per node and the predicted peak memory of a graph's schedule.
+
+Flops are real floating-point operations: 2 per multiply-add, a complex multiply-add counted as
+4 real ones (8 flops). An n-ary einsum that has no order yet is costed as contracted left to
+right, which is what runs when the order search is off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from tenloom.graph.graph import Graph
+from tenloom.graph.node import Node
+from tenloom.graph.ops import OPS, Op, OpKind
+
+
+def _complex_factor(node: Node) -> int:
+    return 4 if node.dtype.kind == "c" else 1
+
+
+def pairwise_madds(ta, tb, keep, sizes) -> int:
+    """Multiply-adds of contracting two terms into ``keep``: the product of all label sizes."""
+    return math.prod(sizes[lab] for lab in set(ta) | set(tb))
+
+
+def network_madds(terms, out, sizes) -> int:
+    """Multiply-adds of a network contracted left to right."""
+    if len(terms) == 1:
+        return math.prod(sizes[lab] for lab in set(terms[0]))
+    total = 0
+    cur = tuple(terms[0])
+    remaining = Counter(lab for t in terms[1:] for lab in t) + Counter(out)
+    for t in terms[1:]:
+        remaining -= Counter(t)
+        keep = tuple(dict.fromkeys(lab for lab in (*cur, *t) if remaining[lab] or lab in out))
+        total += pairwise_madds(cur, t, keep, sizes)
+        cur = keep
+    return total
+
+
+def einsum_sizes(node: Node) -> dict:
+    sizes = {}
+    for x, t in zip(node.inputs, node.attrs[0]):
+        sizes.update(zip(t, x.shape))
+    return sizes
+
+
+def node_madds(node: Node) -> int:
+    """Multiply-adds (or plain ops, for elementwise work) of one node."""
+    op = node.op
+    if op is Op.EINSUM:
+        return network_madds(node.attrs[0], node.attrs[1], einsum_sizes(node))
+    if op is Op.CONTRACT:
+        a_labels, b_labels = node.attrs[0], node.attrs[1]
+        sizes = dict(zip(a_labels, node.inputs[0].shape))
+        sizes.update(zip(b_labels, node.inputs[1].shape))
+        return math.prod(sizes.values())
+    if op is Op.MATMUL:
+        a, b = node.inputs
+        return node.size * (a.shape[-1] if a.ndim else 1)
+    if op is Op.TENSORDOT:
+        a = node.inputs[0]
+        return node.size * math.prod(a.shape[i] for i in node.attrs[0])
+    kind = OPS[op].kind
+    if kind is OpKind.LEAF:
+        return 0
+    if kind is OpKind.REDUCE or op is Op.TRACE:
+        return node.inputs[0].size
+    if kind is OpKind.MOVEMENT:
+        return 0
+    if op is Op.FUSED:
+        return node.size * max(1, len(node.attrs[0]))
+    return node.size
+
+
+def node_flops(node: Node) -> int:
+    factor = 2 if OPS[node.op].kind is OpKind.CONTRACTION else 1
+    return node_madds(node) * factor * _complex_factor(node)
+
+
+def graph_flops(graph: Graph) -> int:
+    return sum(node_flops(n) for n in graph.order)
+
+
+def peak_bytes(graph: Graph) -> int:
+    """Predicted peak bytes of intermediates and outputs when run in ``graph.order``.
+
+    Leaves (constants and bound inputs) are not counted: they exist before evaluation. Views
+    (movement ops) are counted as new buffers, which over-estimates slightly.
+    """
+    remaining: dict[int, int] = {}
+    for node in graph.order:
+        for i in node.inputs:
+            remaining[id(i)] = remaining.get(id(i), 0) + 1
+    outputs = {id(o) for o in graph.outputs}
+    live = peak = 0
+    for node in graph.order:
+        if OPS[node.op].kind is not OpKind.LEAF:
+            live += node.nbytes
+            peak = max(peak, live)
+        for i in node.inputs:
+            remaining[id(i)] -= 1
+            if remaining[id(i)] == 0 and id(i) not in outputs and OPS[i.op].kind is not OpKind.LEAF:
+                live -= i.nbytes
+    return peak

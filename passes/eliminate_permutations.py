@@ -1,0 +1,161 @@
+"""eliminate_permutations: pairwise EINSUMs become CONTRACT (GEMM) nodes laid out copy-free.
+
+    einsum(a, b)              -> contract(a, b) viewed as A[batch, left, k] @ B[batch, k, right]
+    einsum(transpose(x), b)   -> contract(x, b) with x's labels permuted (the transpose folds away)
+
+A GEMM needs each of its label groups (batch, left, contracted, right) to sit contiguously in
+each operand's memory, in the same order on both sides, for the reshape to a 3-d view to be
+free. Each contraction picks the group orders (from operand a's or b's memory order) that make
+the fewest bytes of copies, and leaves its result in the GEMM's natural layout (batch, left,
+right): consumers are told that layout and choose their own groups to match, so chains of
+contractions run without transposing copies. Copies that remain are counted.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+
+from tenloom.graph.graph import Graph
+from tenloom.graph.node import Node, make_node
+from tenloom.graph.ops import Op
+from tenloom.passes.registry import PassContext, register_pass
+
+
+def memory_labels(labels: tuple, layout: tuple[int, ...] | None) -> tuple:
+    """The operand's labels from outermost to innermost in memory."""
+    if layout is None:
+        return labels
+    return tuple(labels[i] for i in layout)
+
+
+def groups_are_views(mem: tuple, groups: list[tuple], sizes: dict, batch: tuple) -> bool:
+    """True when every group occupies consecutive memory positions in its own order, and the
+    batch group is not innermost (so BLAS gets a unit-stride matrix)."""
+    mem = tuple(lab for lab in mem if sizes[lab] != 1)
+    pos = {lab: i for i, lab in enumerate(mem)}
+    for g in groups:
+        g = tuple(lab for lab in g if sizes[lab] != 1)
+        if len(g) > 1:
+            p = [pos[lab] for lab in g]
+            if p != list(range(p[0], p[0] + len(p))):
+                return False
+    b = tuple(lab for lab in batch if sizes[lab] != 1)
+    return not (b and mem and mem[-1] in b)
+
+
+def _ordered(labels: set, mem: tuple) -> tuple:
+    return tuple(lab for lab in mem if lab in labels)
+
+
+def plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int):
+    """Choose (batch, left, contracted, right) orders; returns (groups, copies, copied bytes)."""
+    sa, sb, so = set(ta), set(tb), set(out)
+    batch_set = sa & sb & so
+    con_set = (sa & sb) - so
+    left = _ordered((sa & so) - sb, mem_a)
+    right = _ordered((sb & so) - sa, mem_b)
+    # lone labels (in one operand only, not in the output) are summed first; ignore them here
+    mem_a = tuple(lab for lab in mem_a if lab in sb or lab in so)
+    mem_b = tuple(lab for lab in mem_b if lab in sa or lab in so)
+    best = None
+    for bmem, cmem in product((mem_a, mem_b), repeat=2):
+        batch, con = _ordered(batch_set, bmem), _ordered(con_set, cmem)
+        ok_a = groups_are_views(mem_a, [batch, left, con], sizes, batch)
+        ok_b = groups_are_views(mem_b, [batch, con, right], sizes, batch)
+        cost = (0 if ok_a else size_a) + (0 if ok_b else size_b)
+        copies = (not ok_a) + (not ok_b)
+        if best is None or cost < best[2]:
+            best = ((batch, left, con, right), copies, cost)
+    return best
+
+
+def _fold_transpose(x: Node, labels: tuple) -> tuple[Node, tuple]:
+    """See through a pure permutation of x: (its input, labels in the input's axis order)."""
+    if x.op is Op.TRANSPOSE:
+        perm = x.attrs[0]
+        inner = [None] * len(perm)
+        for pos, p in enumerate(perm):
+            inner[p] = labels[pos]
+        return x.inputs[0], tuple(inner)
+    if x.op is Op.EINSUM and len(x.inputs) == 1:
+        (t,), o = x.attrs
+        if len(set(t)) == len(t) == len(o) and set(t) == set(o):
+            m = dict(zip(o, labels))
+            return x.inputs[0], tuple(m[lab] for lab in t)
+    return x, labels
+
+
+def natural_layout(node: Node) -> tuple[int, ...] | None:
+    """Memory order of a CONTRACT result's axes: batch, left, right."""
+    if node.op is not Op.CONTRACT:
+        return None
+    out, batch, left, right = node.attrs[2], node.attrs[3], node.attrs[4], node.attrs[6]
+    return tuple(out.index(lab) for lab in batch + left + right)
+
+
+@register_pass("eliminate_permutations")
+def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
+    """Lower pairwise EINSUMs to copy-free CONTRACTs (see the module docstring)."""
+    new: dict[int, Node] = {}
+    lowered = copies = copied = folded = 0
+    for node in graph.order:
+        ins = tuple(new[id(i)] for i in node.inputs)
+        res = None
+        if node.op is Op.EINSUM and len(ins) == 2:
+            (ta, tb), out = node.attrs
+            if len(set(ta)) == len(ta) and len(set(tb)) == len(tb):
+                (a, ta2), (b, tb2) = _fold_transpose(ins[0], ta), _fold_transpose(ins[1], tb)
+                folded += (a is not ins[0]) + (b is not ins[1])
+                sizes = dict(zip(ta2, a.shape))
+                sizes.update(zip(tb2, b.shape))
+                mem_a = memory_labels(ta2, natural_layout(a))
+                mem_b = memory_labels(tb2, natural_layout(b))
+                groups, n_copies, n_bytes = plan_contraction(
+                    ta2, tb2, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes
+                )
+                res = make_node(Op.CONTRACT, (a, b), (ta2, tb2, tuple(out), *groups))
+                lowered += 1
+                copies += n_copies
+                copied += n_bytes
+        if res is None:
+            res = node if all(x is y for x, y in zip(ins, node.inputs)) else make_node(
+                node.op, ins, node.attrs
+            )
+        new[id(node)] = res
+    ctx.record(
+        "eliminate_permutations",
+        contractions=lowered,
+        permutation_copies=copies,
+        copied_bytes=copied,
+        transposes_folded=folded,
+    )
+    if not lowered:
+        return graph
+    return graph.with_outputs(tuple(new[id(o)] for o in graph.outputs))
+
+
+def count_copies(graph: Graph) -> int:
+    """Transposing copies the graph will make: CONTRACT operands whose groups are not views,
+    and pairwise EINSUMs / TRANSPOSE nodes (which materialize a permutation when consumed)."""
+    n = 0
+    for node in graph.order:
+        if node.op is Op.CONTRACT:
+            a, b = node.inputs
+            ta, tb, out, batch, left, con, right = node.attrs
+            sizes = dict(zip(ta, a.shape))
+            sizes.update(zip(tb, b.shape))
+            mem_a = memory_labels(ta, natural_layout(a))
+            mem_b = memory_labels(tb, natural_layout(b))
+            mem_a = tuple(lab for lab in mem_a if lab in tb or lab in out)
+            mem_b = tuple(lab for lab in mem_b if lab in ta or lab in out)
+            n += not groups_are_views(mem_a, [batch, left, con], sizes, batch)
+            n += not groups_are_views(mem_b, [batch, con, right], sizes, batch)
+        elif node.op is Op.EINSUM and len(node.inputs) == 2:
+            (ta, tb), out = node.attrs
+            # what a tensordot-style evaluation copies: operands not already [free..., summed]
+            shared = set(ta) & set(tb)
+            n += tuple(ta[-len(shared):]) != tuple(lab for lab in ta if lab in shared) if shared else 0
+            n += tuple(tb[: len(shared)]) != tuple(lab for lab in tb if lab in shared) if shared else 0
+        elif node.op is Op.TRANSPOSE:
+            n += 1
+    return n
