@@ -101,9 +101,7 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
     import cotengra as ctg
 
     SEARCHES["n"] += 1
-    tree = ctg.array_contract_tree(
-        [tuple(t) for t in terms], tuple(out), dict(sizes), optimize=opt
-    )
+    tree = ctg.array_contract_tree([tuple(t) for t in terms], tuple(out), dict(sizes), optimize=opt)
     ssa = tuple(tuple(int(i) for i in p) for p in tree.get_ssa_path())
     if sig is not None:
         with _CACHE_LOCK:
@@ -117,7 +115,85 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
     return ssa
 
 
-def build_tree(node: Node, options: dict, stats: dict) -> Node:
+def nested_path(terms, out, sizes, nest) -> list[tuple[int, int]]:
+    """The SSA path that follows the user's own call structure: each call's operands (its
+    nested calls first) contracted together, in the best order for that call alone."""
+    import cotengra as ctg
+
+    n = len(terms)
+    total = Counter(lab for t in terms for lab in t)
+    outset = set(out)
+    path: list[tuple[int, int]] = []
+    next_id = n
+    # iterative post-order; each finished group yields (ssa id, term, leaf count) to its parent
+    stack: list = [(list(nest)[::-1], [])]
+    result = None
+    while stack:
+        todo, done = stack[-1]
+        if todo:
+            item = todo.pop()
+            if isinstance(item, int):
+                done.append((item, tuple(terms[item]), Counter(terms[item])))
+            else:
+                stack.append((list(item)[::-1], []))
+            continue
+        stack.pop()
+        inside = sum((c for _, _, c in done), Counter())
+        group_out = tuple(
+            lab
+            for lab in dict.fromkeys(lab for _, t, _ in done for lab in t)
+            if inside[lab] < total[lab] or lab in outset
+        )
+        if len(done) == 1:
+            entry = done[0]
+        else:
+            sub_terms = [t for _, t, _ in done]
+            method = "optimal" if len(done) <= 8 else "greedy"
+            sub = ctg.array_contract_tree(sub_terms, group_out, sizes, optimize=method)
+            ids = [i for i, _, _ in done]
+            for a, b in sub.get_ssa_path():
+                path.append((ids[a], ids[b]))
+                ids.append(next_id)
+                next_id += 1
+            entry = (ids[-1], group_out, inside)
+        if stack:
+            stack[-1][1].append(entry)
+        else:
+            result = entry
+    assert result is not None
+    return path
+
+
+def path_cost(terms, out, sizes, ssa_path) -> float:
+    import cotengra as ctg
+
+    tree = ctg.ContractionTree.from_path(
+        [tuple(t) for t in terms], tuple(out), dict(sizes), ssa_path=[tuple(p) for p in ssa_path]
+    )
+    return float(tree.contraction_cost())
+
+
+def _items_nest(nest, keep: dict[int, int]):
+    """Re-index a nesting to the operands kept (0-d factors are dropped), iteratively."""
+    out: list = []
+    stack: list = [(out, list(nest)[::-1])]
+    while stack:
+        target, todo = stack[-1]
+        if not todo:
+            stack.pop()
+            if stack and target:
+                stack[-1][0].append(tuple(target))
+            continue
+        item = todo.pop()
+        if isinstance(item, int):
+            if item in keep:
+                target.append(keep[item])
+        else:
+            stack.append(([], list(item)[::-1]))
+    return tuple(out)
+
+
+def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
     """Replace one n-ary EINSUM by its tree of pairwise EINSUM nodes."""
     terms, out = node.attrs
     sizes = einsum_sizes(node)
@@ -126,7 +202,16 @@ def build_tree(node: Node, options: dict, stats: dict) -> Node:
     if len(items) <= 1 and not scalars:
         return node
     if len(items) >= 3:
-        path = find_path([t for _, t in items], out, sizes, options)
+        item_terms = [t for _, t in items]
+        path = find_path(item_terms, out, sizes, options)
+        if nest is not None and options.get("optimize", "auto") is not False:
+            keep = {k: i for i, k in enumerate(k for k, t in enumerate(terms) if t)}
+            user = nested_path(item_terms, out, sizes, _items_nest(nest, keep))
+            if len(user) == len(item_terms) - 1 and path_cost(
+                item_terms, out, sizes, user
+            ) < path_cost(item_terms, out, sizes, path):
+                path = tuple(user)
+                stats["user_order_kept"] = stats.get("user_order_kept", 0) + 1
     else:
         path = tuple(_left_to_right(len(items)))
     needed = Counter(lab for _, t in items for lab in t) + Counter(out)
@@ -159,10 +244,12 @@ def build_tree(node: Node, options: dict, stats: dict) -> Node:
 def contraction_order(graph: Graph, ctx: PassContext) -> Graph:
     """Order every n-ary EINSUM (n >= 3) into pairwise contractions with cotengra."""
     stats: dict = {}
+    nesting = graph.meta.get("nesting", {})
 
     def fn(node: Node) -> Node:
         if node.op is Op.EINSUM and len(node.inputs) >= 3:
-            return build_tree(node, ctx.options, stats)
+            hint = nesting.get(id(node))
+            return build_tree(node, ctx.options, stats, hint[1] if hint else None)
         return node
 
     res = map_graph(graph, fn)

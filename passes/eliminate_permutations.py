@@ -118,8 +118,10 @@ def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
                 copies += n_copies
                 copied += n_bytes
         if res is None:
-            res = node if all(x is y for x, y in zip(ins, node.inputs)) else make_node(
-                node.op, ins, node.attrs
+            res = (
+                node
+                if all(x is y for x, y in zip(ins, node.inputs))
+                else make_node(node.op, ins, node.attrs)
             )
         new[id(node)] = res
     ctx.record(
@@ -154,8 +156,16 @@ def count_copies(graph: Graph) -> int:
             (ta, tb), out = node.attrs
             # what a tensordot-style evaluation copies: operands not already [free..., summed]
             shared = set(ta) & set(tb)
-            n += tuple(ta[-len(shared):]) != tuple(lab for lab in ta if lab in shared) if shared else 0
-            n += tuple(tb[: len(shared)]) != tuple(lab for lab in tb if lab in shared) if shared else 0
+            n += (
+                tuple(ta[-len(shared) :]) != tuple(lab for lab in ta if lab in shared)
+                if shared
+                else 0
+            )
+            n += (
+                tuple(tb[: len(shared)]) != tuple(lab for lab in tb if lab in shared)
+                if shared
+                else 0
+            )
         elif node.op is Op.TRANSPOSE:
             n += 1
     return n

@@ -42,26 +42,33 @@ def inline(outer_nodes, outer_terms, k: int, inner: Node, fresh: int):
 def merge_contractions(graph: Graph, ctx: PassContext) -> Graph:
     """Inline single-use EINSUM operands of EINSUM nodes (see the module docstring)."""
     counts = use_counts(graph)
+    nesting: dict[int, tuple] = {}  # id(merged node) -> (node, nested operand positions)
     new: dict[int, Node] = {}
     uses: dict[int, int] = {}  # use counts carried over to rewritten nodes
     merged = 0
     for node in graph.order:
         ins = tuple(new[id(i)] for i in node.inputs)
-        if node.op is Op.EINSUM and any(
-            i.op is Op.EINSUM and uses.get(id(i), 2) == 1 for i in ins
-        ):
+        if node.op is Op.EINSUM and any(i.op is Op.EINSUM and uses.get(id(i), 2) == 1 for i in ins):
             nodes, terms = list(ins), list(node.attrs[0])
             out = node.attrs[1]
             fresh = 0
+            groups: list = []  # per outer operand: a leaf position marker or a nested group
+            for x in ins:
+                if x.op is Op.EINSUM and uses.get(id(x), 2) == 1:
+                    groups.append(nesting.get(id(x), (x, tuple(range(len(x.inputs)))))[1])
+                else:
+                    groups.append(None)
             k = 0
-            while k < len(nodes):
-                x = nodes[k]
+            for x in ins:
                 if x.op is Op.EINSUM and uses.get(id(x), 2) == 1:
                     nodes, terms, fresh = inline(nodes, terms, k, x, fresh)
                     merged += 1
-                    continue  # the inlined operands start at k; they were merged already
-                k += 1
+                    k += len(x.inputs)
+                else:
+                    k += 1
             res = einsum_node(nodes, terms, out)
+            if res.op is Op.EINSUM and len(res.inputs) == len(nodes):
+                nesting[id(res)] = (res, _renumber(groups))
         else:
             res = rebuild(node, ins)
         new[id(node)] = res
@@ -69,4 +76,29 @@ def merge_contractions(graph: Graph, ctx: PassContext) -> Graph:
     ctx.record("merge_contractions", merged=merged)
     if not merged:
         return graph
-    return graph.with_outputs(tuple(new[id(o)] for o in graph.outputs))
+    res_graph = graph.with_outputs(tuple(new[id(o)] for o in graph.outputs))
+    res_graph.meta["nesting"] = nesting
+    return res_graph
+
+
+def _renumber(groups: list) -> tuple:
+    """Operand positions of the merged network, nested as the user's calls were: a leaf is an
+    int, an inlined call a tuple of its own (possibly nested) operands. Iterative."""
+    counter = 0
+    out: list = []
+    # stack of (list being filled, remaining items to visit)
+    stack: list = [(out, list(groups)[::-1])]
+    while stack:
+        target, todo = stack[-1]
+        if not todo:
+            stack.pop()
+            if stack:
+                stack[-1][0].append(tuple(target))
+            continue
+        item = todo.pop()
+        if item is None or isinstance(item, int):
+            target.append(counter)
+            counter += 1
+        else:
+            stack.append(([], list(item)[::-1]))
+    return tuple(out)

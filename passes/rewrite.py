@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, rebuild
@@ -24,7 +24,21 @@ def map_graph(graph: Graph, fn: Callable[[Node], Node]) -> Graph:
             ins = tuple(new[id(i)] for i in ins)
         node2 = rebuild(node, ins) if ins is not node.inputs else node
         new[id(node)] = fn(node2)
-    return graph.with_outputs(tuple(new[id(o)] for o in graph.outputs))
+    out = graph.with_outputs(tuple(new[id(o)] for o in graph.outputs))
+    if out is not graph and graph.meta.get("nesting"):
+        out.meta["nesting"] = carry_nesting(graph.meta["nesting"], new)
+    return out
+
+
+def carry_nesting(nesting: dict, new: dict[int, Node]) -> dict:
+    """Move the user-call nesting of EINSUM networks (see merge_contractions) to the nodes that
+    replaced them, when they are still networks of the same operands."""
+    carried = {}
+    for old_id, (old, nest) in nesting.items():
+        node = new.get(old_id)
+        if node is not None and node.op is old.op and len(node.inputs) == len(old.inputs):
+            carried[id(node)] = (node, nest)
+    return carried
 
 
 def apply_rules(rules: dict, counter: dict[str, int]) -> Callable[[Node], Node]:

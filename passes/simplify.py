@@ -16,7 +16,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import OPS, Op, OpKind
@@ -71,9 +70,14 @@ def drop_identity_factor(node: Node) -> Node | None:
             return a
         if _is_full(a, 1) and _same(b, node):
             return b
-    elif node.op in (Op.DIV, Op.POW) and _is_full(b, 1) and _same(a, node):
-        return a
-    elif node.op is Op.SUB and _is_full(b, 0) and _same(a, node):
+    elif (
+        node.op in (Op.DIV, Op.POW)
+        and _is_full(b, 1)
+        and _same(a, node)
+        or node.op is Op.SUB
+        and _is_full(b, 0)
+        and _same(a, node)
+    ):
         return a
     return None
 

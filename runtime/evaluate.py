@@ -5,7 +5,9 @@ tensors -> Graph -> passes (run_pipeline) -> executor on the chosen backend -> n
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import threading
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,7 @@ from tenloom.passes import run_pipeline
 from tenloom.runtime.backends import get_backend
 from tenloom.runtime.executor import bind_feed, execute
 
-OPTIONS = ("feed", "device", "passes", "optimize", "to_host", "verify")
+OPTIONS = ("feed", "device", "passes", "optimize", "to_host", "verify", "cache_dir", "progress")
 
 
 def check_options(opts: dict[str, Any]) -> None:
@@ -43,6 +45,48 @@ def build_graph(tensors: tuple[Any, ...]) -> Graph:
     return Graph(tuple(lift(t, "evaluate") for t in tensors))
 
 
+# Optimized graphs of recent evaluate calls, keyed by the outputs' identities and the options
+# that shape optimization: evaluating the same tensors again skips the passes. Entries hold
+# their outputs, so an id cannot be reused while its entry lives; the cache is bounded (LRU).
+_OPTIMIZED: "collections.OrderedDict[tuple, tuple[tuple, Graph]]" = collections.OrderedDict()
+_OPTIMIZED_MAX = 32
+_OPTIMIZED_LOCK = threading.Lock()
+PASS_RUNS = {"n": 0}  # how often the pipeline ran (tests check the cache)
+
+
+def _opt_key(graph: Graph, opts: dict[str, Any]) -> tuple | None:
+    parts = []
+    for name in ("passes", "optimize", "device"):
+        v = opts.get(name)
+        if isinstance(v, (list, tuple)):
+            v = tuple(v)
+        elif isinstance(v, dict):
+            v = repr(sorted(v.items()))
+        elif v is not None and not isinstance(v, (str, bool)):
+            return None  # an optimizer object: its own state decides
+        parts.append(v)
+    return (tuple(id(o) for o in graph.outputs), *parts)
+
+
+def optimize_graph(graph: Graph, opts: dict[str, Any]) -> Graph:
+    """The graph after the pass pipeline, from the cache when these outputs were seen."""
+    key = _opt_key(graph, opts)
+    if key is not None:
+        with _OPTIMIZED_LOCK:
+            hit = _OPTIMIZED.get(key)
+            if hit is not None:
+                _OPTIMIZED.move_to_end(key)
+                return hit[1]
+    PASS_RUNS["n"] += 1
+    optimized, _ = run_pipeline(graph, opts.get("passes"), opts, verify=opts.get("verify", False))
+    if key is not None:
+        with _OPTIMIZED_LOCK:
+            _OPTIMIZED[key] = (graph.outputs, optimized)
+            while len(_OPTIMIZED) > _OPTIMIZED_MAX:
+                _OPTIMIZED.popitem(last=False)
+    return optimized
+
+
 def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     """Evaluate tensors together (shared subgraphs run once); always returns a tuple of arrays.
 
@@ -54,9 +98,7 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     bound = bind_feed(graph, opts.get("feed"))
     kind, _ = parse_device(opts.get("device"))
     backend = get_backend(kind)
-    optimized, _ctx = run_pipeline(
-        graph, opts.get("passes"), opts, verify=opts.get("verify", False)
-    )
+    optimized = optimize_graph(graph, opts)
     return tuple(execute(optimized, bound, backend, opts.get("device") or "cpu"))
 
 
