@@ -1,6 +1,13 @@
 """The graph layer: what the computation is (IR nodes, op rules, the Tensor front end)."""
 
-from tenloom.graph import ops_contract, ops_elementwise, ops_leaf, ops_movement, ops_reduce  # noqa: F401  (register ops)
+from tenloom.graph import (  # noqa: F401  (register ops)
+    ops_contract,
+    ops_elementwise,
+    ops_fused,
+    ops_leaf,
+    ops_movement,
+    ops_reduce,
+)
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op, OpKind

@@ -13,6 +13,7 @@ from tenloom.passes import (  # noqa: F401  (each module registers its pass)
     contraction_order,
     cse,
     eliminate_permutations,
+    fuse_elementwise,
     merge_contractions,
     prereduce,
     simplify,
@@ -28,6 +29,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "cse",  # a + b and b + a become one node
     "contraction_order",  # n-ary network -> pairwise tree (cotengra)
     "eliminate_permutations",  # pairwise einsum -> copy-free GEMM layout
+    "fuse_elementwise",  # elementwise regions -> one kernel (numexpr on CPU)
 )
 
 

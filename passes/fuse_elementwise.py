@@ -1,0 +1,195 @@
+"""fuse_elementwise: maximal elementwise regions become one FUSED node.
+
+    exp(a * b + c) > 0.5 -> fused[(exp((in0 * in1) + in2) > in3)](a, b, c, 0.5)
+
+A region grows from each elementwise node into its elementwise inputs that have no other
+consumer (so nothing is computed twice), broadcasting included. Regions hold only ops and dtypes
+that the CPU kernel language (numexpr) computes exactly as NumPy does: one arithmetic dtype per
+region (int32, int64, float32, float64 or complex128) plus booleans from comparisons. Regions
+are capped (MAX_OPS ops, MAX_INPUTS inputs, MAX_CHARS of expression), so a 100,000-node chain
+becomes a chain of fused nodes. Scalars enter as 0-d inputs, never as literals, so numexpr
+cannot promote them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tenloom.graph.graph import Graph
+from tenloom.graph.node import Node, make_node
+from tenloom.graph.ops import OPS, Op, OpKind
+from tenloom.passes.registry import PassContext, register_pass
+from tenloom.passes.rewrite import use_counts
+
+MAX_OPS = 48
+MAX_INPUTS = 24
+MAX_CHARS = 4000
+
+# op -> numexpr template; {0}, {1}, {2} are the operands' expressions
+TEMPLATES: dict[Op, str] = {
+    Op.ADD: "({0} + {1})",
+    Op.SUB: "({0} - {1})",
+    Op.MUL: "({0} * {1})",
+    Op.DIV: "({0} / {1})",
+    Op.POW: "({0} ** {1})",
+    Op.NEG: "(-{0})",
+    Op.ABS: "abs({0})",
+    Op.EXP: "exp({0})",
+    Op.LOG: "log({0})",
+    Op.SQRT: "sqrt({0})",
+    Op.SIN: "sin({0})",
+    Op.COS: "cos({0})",
+    Op.TANH: "tanh({0})",
+    Op.CONJ: "conj({0})",
+    Op.EQ: "({0} == {1})",
+    Op.NE: "({0} != {1})",
+    Op.LT: "({0} < {1})",
+    Op.LE: "({0} <= {1})",
+    Op.GT: "({0} > {1})",
+    Op.GE: "({0} >= {1})",
+    Op.AND: "({0} & {1})",
+    Op.OR: "({0} | {1})",
+    Op.INVERT: "(~{0})",
+    Op.WHERE: "where({0}, {1}, {2})",
+    # NumPy's maximum/minimum propagate NaN from either side
+    Op.MAXIMUM: "where(({0} >= {1}) | ({0} != {0}), {0}, {1})",
+    Op.MINIMUM: "where(({0} <= {1}) | ({0} != {0}), {0}, {1})",
+}
+ARITH = frozenset(np.dtype(n) for n in ("int32", "int64", "float32", "float64", "complex128"))
+BOOL = np.dtype(bool)
+FLOAT_ONLY = frozenset({Op.DIV, Op.POW, Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH})
+NOT_COMPLEX = frozenset({Op.ABS, Op.LT, Op.LE, Op.GT, Op.GE, Op.MAXIMUM, Op.MINIMUM})
+BOOL_ONLY = frozenset({Op.AND, Op.OR, Op.INVERT})
+
+
+def region_dtype(node: Node) -> np.dtype | None:
+    """The arithmetic dtype a fusable node works in (BOOL for purely boolean logic), or None
+    when the node cannot be fused exactly."""
+    op = node.op
+    if op not in TEMPLATES:
+        return None
+    dts = {i.dtype for i in node.inputs} | {node.dtype}
+    if op is Op.WHERE:
+        dts = {node.inputs[1].dtype, node.inputs[2].dtype, node.dtype}
+        if node.inputs[0].dtype != BOOL:
+            return None
+    arith = dts - {BOOL}
+    if op in BOOL_ONLY:
+        return BOOL if not arith else None
+    if len(arith) != 1:
+        return None
+    (dt,) = arith
+    if dt not in ARITH:
+        return None
+    if op in FLOAT_ONLY and dt.kind not in "fc":
+        return None
+    if op in NOT_COMPLEX and dt.kind == "c":
+        return None
+    if op is Op.CONJ and dt.kind != "c":
+        return None
+    # comparisons produce bool from dt inputs; everything else keeps dt
+    if node.dtype != dt and not (
+        node.dtype == BOOL and op in (Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE)
+    ):
+        return None
+    return dt
+
+
+def expression(program: tuple) -> str:
+    """The numexpr expression of a FUSED program; inputs are named in0, in1, ..."""
+    exprs: list[str] = []
+    for op, _attrs, args in program:
+        parts = [f"in{i}" if kind == "in" else exprs[i] for kind, i in args]
+        exprs.append(TEMPLATES[op].format(*parts))
+    return exprs[-1]
+
+
+def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype):
+    """Absorb single-use fusable inputs into root's region, breadth-first, within the caps.
+    Returns (program, inputs) or None for a one-op region."""
+    members = [root]
+    member_ids = {id(root)}
+    frontier = [root]
+    while frontier and len(members) < MAX_OPS:
+        node = frontier.pop(0)
+        for x in node.inputs:
+            if (
+                id(x) not in member_ids
+                and id(x) not in taken
+                and uses.get(id(x), 0) == 1
+                and OPS[x.op].kind is OpKind.ELEMENTWISE
+                and region_dtype(x) in (dt, BOOL)
+                and len(members) < MAX_OPS
+            ):
+                members.append(x)
+                member_ids.add(id(x))
+                frontier.append(x)
+    if len(members) < 2:
+        return None
+    # evaluation order: members sorted so inputs come first (reverse BFS order works: a member's
+    # member-inputs were discovered after it)
+    order = members[::-1]
+    step_of: dict[int, int] = {}
+    inputs: list[Node] = []
+    input_of: dict[int, int] = {}
+    program = []
+    for m in order:
+        args = []
+        for x in m.inputs:
+            if id(x) in step_of:
+                args.append(("step", step_of[id(x)]))
+            else:
+                if id(x) not in input_of:
+                    input_of[id(x)] = len(inputs)
+                    inputs.append(x)
+                args.append(("in", input_of[id(x)]))
+        step_of[id(m)] = len(program)
+        program.append((m.op, m.attrs, tuple(args)))
+    program = tuple(program)
+    if len(inputs) > MAX_INPUTS or len(expression(program)) > MAX_CHARS:
+        return None
+    return program, inputs, member_ids
+
+
+@register_pass("fuse_elementwise")
+def fuse_elementwise(graph: Graph, ctx: PassContext) -> Graph:
+    """Replace elementwise regions by FUSED nodes (see the module docstring)."""
+    uses = use_counts(graph)
+    taken: set[int] = set()
+    regions: dict[int, tuple] = {}  # id(root) -> (program, inputs)
+    for node in reversed(graph.order):
+        if id(node) in taken or OPS[node.op].kind is not OpKind.ELEMENTWISE:
+            continue
+        dt = region_dtype(node)
+        if dt is None:
+            continue
+        grown = _grow(node, uses, taken, dt)
+        if grown is None:
+            continue
+        program, inputs, member_ids = grown
+        taken |= member_ids
+        regions[id(node)] = (program, inputs)
+    if not regions:
+        ctx.record("fuse_elementwise", regions=0, ops_fused=0)
+        return graph
+    new: dict[int, Node] = {}
+    for node in graph.order:
+        if id(node) in regions:
+            program, inputs = regions[id(node)]
+            res = make_node(
+                Op.FUSED,
+                tuple(new[id(i)] for i in inputs),
+                (program, node.shape, node.dtype.str),
+            )
+        elif id(node) in taken:
+            continue  # inside a region: computed by its FUSED node
+        else:
+            ins = tuple(new[id(i)] for i in node.inputs)
+            same = all(a is b for a, b in zip(ins, node.inputs))
+            res = node if same else make_node(node.op, ins, node.attrs)
+        new[id(node)] = res
+    ctx.record(
+        "fuse_elementwise",
+        regions=len(regions),
+        ops_fused=sum(len(p) for p, _ in regions.values()),
+    )
+    return graph.with_outputs(tuple(new[id(o)] for o in graph.outputs))
