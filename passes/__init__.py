@@ -38,8 +38,12 @@ def run_pipeline(
     names: Sequence[str] | None = None,
     options: dict[str, Any] | None = None,
     verify: bool = False,
+    on_pass: Callable[[str, Graph], None] | None = None,
 ) -> tuple[Graph, PassContext]:
-    """Run the named passes (default: the full pipeline) in order; returns (graph, context)."""
+    """Run the named passes (default: the full pipeline) in order; returns (graph, context).
+
+    ``verify`` re-checks every node after each pass; ``on_pass(name, graph)`` sees each result.
+    """
     names = DEFAULT_PIPELINE if names is None else tuple(names)
     passes = [(n, get_pass(n)) for n in names]
     ctx = PassContext(dict(options or {}), {})
@@ -49,6 +53,8 @@ def run_pipeline(
             from tenloom.passes.verify import verify_graph
 
             verify_graph(graph, after=name)
+        if on_pass is not None:
+            on_pass(name, graph)
     return graph, ctx
 
 

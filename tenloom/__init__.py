@@ -3,6 +3,7 @@
 Build computations lazily with the functions below, then ``evaluate`` them.
 """
 
+from tenloom.explain import explain
 from tenloom.graph.api import (
     abs,
     absolute,
