@@ -4,7 +4,7 @@ is the tuple below, read top to bottom.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tenloom.graph.graph import Graph
