@@ -4,6 +4,7 @@ is the tuple below, read top to bottom.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,6 +20,10 @@ from tenloom.passes import (  # noqa: F401  (each module registers its pass)
     simplify,
 )
 from tenloom.passes.registry import PASSES, PassContext, get_pass, register_pass
+
+# Check every node's shape/dtype rule after every pass (tests turn this on; so does the
+# environment variable TENLOOM_VERIFY=1).
+VERIFY = os.environ.get("TENLOOM_VERIFY") == "1"
 
 # The default pipeline, top to bottom.
 DEFAULT_PIPELINE: tuple[str, ...] = (
@@ -45,6 +50,7 @@ def run_pipeline(
     ``verify`` re-checks every node after each pass; ``on_pass(name, graph)`` sees each result.
     """
     names = DEFAULT_PIPELINE if names is None else tuple(names)
+    verify = verify or VERIFY
     passes = [(n, get_pass(n)) for n in names]
     ctx = PassContext(dict(options or {}), {})
     for name, fn in passes:

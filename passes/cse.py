@@ -5,7 +5,10 @@ operands of commutative elementwise ops in one order, so that ``a + b`` and ``b 
 ``a * b`` / ``b * a``, ``maximum``, ``==``, ...) become one node:
 
     op(b, a) -> op(a, b)   for op in {add, mul, maximum, minimum, eq, ne, and, or, xor}
-                           when a precedes b in the graph's topological order
+                           when a's structural fingerprint is smaller than b's
+
+The fingerprint hashes a node's op, attributes and its inputs' fingerprints (sorted for the
+commutative ops), so it does not depend on operand order and the pass is idempotent.
 
 IEEE addition and multiplication are commutative, so results are bitwise unchanged.
 """
@@ -26,19 +29,20 @@ COMMUTATIVE = frozenset(
 @register_pass("cse")
 def cse(graph: Graph, ctx: PassContext) -> Graph:
     """Order commutative operands canonically so mirrored expressions share one node."""
-    # position in the original order is a deterministic rank; rewritten nodes inherit it
-    rank: dict[int, int] = {}
+    fp: dict[int, int] = {}
     swapped = 0
     before = len(graph.order)
 
     def fn(node: Node) -> Node:
         nonlocal swapped
+        kids = [fp[id(i)] for i in node.inputs]
         if node.op in COMMUTATIVE:
             a, b = node.inputs
-            if rank.get(id(b), -1) < rank.get(id(a), -1):
+            if fp[id(b)] < fp[id(a)]:
                 node = make_node(node.op, (b, a), node.attrs)
                 swapped += 1
-        rank.setdefault(id(node), len(rank))
+            kids.sort()
+        fp[id(node)] = hash((node.op.value, node.attrs, node.shape, node.dtype.str, *kids))
         return node
 
     res = map_graph(graph, fn)

@@ -103,6 +103,11 @@ def expression(program: tuple) -> str:
     return exprs[-1]
 
 
+def _joins(x_dt: np.dtype | None, dt: np.dtype) -> bool:
+    # explicit None test: numpy compares dtypes with None as with float64
+    return x_dt is not None and (x_dt == dt or x_dt == BOOL)
+
+
 def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype):
     """Absorb single-use fusable inputs into root's region, breadth-first, within the caps.
     Returns (program, inputs) or None for a one-op region."""
@@ -117,7 +122,7 @@ def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype):
                 and id(x) not in taken
                 and uses.get(id(x), 0) == 1
                 and OPS[x.op].kind is OpKind.ELEMENTWISE
-                and region_dtype(x) in (dt, BOOL)
+                and _joins(region_dtype(x), dt)
                 and len(members) < MAX_OPS
             ):
                 members.append(x)

@@ -55,7 +55,9 @@ PASS_RUNS = {"n": 0}  # how often the pipeline ran (tests check the cache)
 
 
 def _opt_key(graph: Graph, opts: dict[str, Any]) -> tuple | None:
-    parts = []
+    from tenloom import passes as _passes
+
+    parts: list = [opts.get("passes") is None and _passes.DEFAULT_PIPELINE]
     for name in ("passes", "optimize", "device"):
         v = opts.get(name)
         if isinstance(v, (list, tuple)):

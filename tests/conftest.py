@@ -41,3 +41,28 @@ settings.register_profile(
     suppress_health_check=_SUPPRESSED,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# ---- pass pipeline variants ------------------------------------------------------------------
+# Every pass is checked after each pass in tests, and the op/einsum corpus runs with the full
+# pipeline, with each pass switched off in turn, and with no passes at all (one axis at a time).
+import pytest  # noqa: E402
+
+import tenloom.passes as _passes  # noqa: E402
+
+_passes.VERIFY = True
+FULL_PIPELINE = _passes.DEFAULT_PIPELINE
+PIPELINE_VARIANTS = {
+    "full": FULL_PIPELINE,
+    **{f"without-{p}": tuple(q for q in FULL_PIPELINE if q != p) for p in FULL_PIPELINE},
+    "no-passes": (),
+}
+
+
+@pytest.fixture(scope="module", params=list(PIPELINE_VARIANTS), ids=list(PIPELINE_VARIANTS))
+def pipeline_variant(request):
+    """Run a whole module with DEFAULT_PIPELINE set to one variant."""
+    _passes.DEFAULT_PIPELINE = PIPELINE_VARIANTS[request.param]
+    try:
+        yield request.param
+    finally:
+        _passes.DEFAULT_PIPELINE = FULL_PIPELINE

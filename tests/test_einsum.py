@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 import tenloom as tl
 
+pytestmark = pytest.mark.usefixtures("pipeline_variant")
+
 SEED = 20240611
 
 # (subscripts, operand shapes); every case is checked against numpy.einsum in float64.

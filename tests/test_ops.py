@@ -15,6 +15,8 @@ from helpers import ALL_DTYPES, assert_close, numpy_or_skip, random_array
 
 import tenloom as tl
 
+pytestmark = pytest.mark.usefixtures("pipeline_variant")
+
 SEED = 1234
 Tensor = type(tl.asarray(np.zeros(())))
 
