@@ -46,7 +46,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # Every pass is checked after each pass in tests, and the op/einsum corpus runs with the full
 # pipeline, with each pass switched off in turn, and with no passes at all (one axis at a time).
 import pytest  # noqa: E402
-
 import tenloom.passes as _passes  # noqa: E402
 
 _passes.VERIFY = True

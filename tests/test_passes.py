@@ -1,0 +1,298 @@
+"""The passes: structure of their results, preservation of values, idempotence, caching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tenloom.graph.graph import Graph
+from tenloom.graph.ops import Op
+from tenloom.passes import DEFAULT_PIPELINE, PASSES, run_pipeline
+from tenloom.passes import contraction_order as co
+from tenloom.passes.cost import graph_flops
+from tenloom.passes.registry import get_pass, register_pass
+from tenloom.runtime.evaluate import build_graph
+
+import tenloom as tl
+
+RNG = np.random.default_rng(11)
+
+
+def arr(*shape):
+    return RNG.standard_normal(shape)
+
+
+def optimized(*tensors, **opts) -> Graph:
+    g, _ = run_pipeline(build_graph(tensors), opts.get("passes"), opts)
+    return g
+
+
+def ops_of(g: Graph) -> list[Op]:
+    return [n.op for n in g.order]
+
+
+# ---- registry ---------------------------------------------------------------------------------
+
+
+def test_registry_rejects_duplicates_and_names_valid_passes():
+    with pytest.raises(ValueError, match="already registered"):
+        register_pass("simplify")(lambda g, c: g)
+    with pytest.raises(KeyError, match="valid passes: .*canonicalize"):
+        get_pass("no-such-pass")
+    assert set(DEFAULT_PIPELINE) <= set(PASSES)
+
+
+def test_passes_return_the_same_graph_when_nothing_changes():
+    g = build_graph((tl.asarray(arr(3)),))
+    for name in DEFAULT_PIPELINE:
+        out, _ = run_pipeline(g, (name,))
+        assert out is g, name
+
+
+# ---- canonicalize + merge: whole-program networks -------------------------------------------
+
+
+def test_trace_of_matmul_is_one_two_operand_network():
+    a, b = tl.asarray(arr(6, 4)), tl.asarray(arr(4, 6))
+    t = tl.trace(a @ b)
+    report = tl.explain(t)
+    assert [n.equation for n in report.networks] == ["ab,ba->"]
+    g = report.graph
+    contracts = [n for n in g.order if n.op is Op.CONTRACT]
+    assert len(contracts) == 1 and contracts[0].shape == ()  # A @ B is never formed
+    assert not any(n.shape == (6, 6) for n in g.order)
+    np.testing.assert_allclose(t.evaluate(), np.trace(a.evaluate() @ b.evaluate()))
+
+
+def test_separate_calls_merge_across_transposes_sums_and_scalar_factors():
+    a, b, c = (tl.asarray(arr(5, 5)) for _ in range(3))
+    y = 2.0 * tl.sum((a @ b).T * c, axis=0)
+    report = tl.explain(y)
+    assert len(report.networks) == 1
+    assert report.networks[0].operands == 4  # a, b, c and the scalar 2.0
+    an, bn, cn = (x.evaluate() for x in (a, b, c))
+    np.testing.assert_allclose(y.evaluate(), 2.0 * ((an @ bn).T * cn).sum(axis=0))
+
+
+def test_shared_intermediate_is_not_merged_twice():
+    a, b, c = (tl.asarray(arr(4, 4)) for _ in range(3))
+    ab = a @ b
+    y, z = tl.trace(ab @ c), tl.sum(ab)
+    g = optimized(y, z)
+    # ab is used twice: computed once, not inlined into both networks
+    assert sum(1 for n in g.order if n.op is Op.CONTRACT and n.shape == (4, 4)) == 1
+    out = tl.evaluate(y, z)
+    an, bn, cn = (x.evaluate() for x in (a, b, c))
+    np.testing.assert_allclose(out[0], np.trace(an @ bn @ cn))
+    np.testing.assert_allclose(out[1], (an @ bn).sum())
+
+
+def _mps_mpo(L=30, chi=8, w=3, d=2, seed=2):
+    rng = np.random.default_rng(seed)
+    mps = [
+        rng.standard_normal((1 if i == 0 else chi, d, 1 if i == L - 1 else chi)) for i in range(L)
+    ]
+    mpo = [
+        rng.standard_normal((1 if i == 0 else w, d, d, 1 if i == L - 1 else w)) for i in range(L)
+    ]
+    return mps, mpo
+
+
+def test_mps_mpo_built_site_by_site_is_one_network_as_cheap_as_the_single_expression():
+    mps, mpo = _mps_mpo()
+    env = tl.ones((1, 1, 1))
+    for a, w in zip(mps, mpo):
+        env = tl.einsum("abc,aid,bije,cjf->def", env, tl.asarray(a), tl.asarray(w), tl.asarray(a))
+    lazy = tl.sum(env)
+    # the same network as one sublist expression
+    args, lab = [tl.ones((1, 1, 1)), [0, 1, 2]], 0
+    left = (0, 1, 2)
+    lab = 3
+    for a, w in zip(mps, mpo):
+        d, e, f, i, j = lab, lab + 1, lab + 2, lab + 3, lab + 4
+        lab += 5
+        args += [tl.asarray(a), [left[0], i, d], tl.asarray(w), [left[1], i, j, e]]
+        args += [tl.asarray(a), [left[2], j, f]]
+        left = (d, e, f)
+    single = tl.einsum(*args, [])  # the final sum folds in: the output is a scalar
+    r_lazy, r_single = tl.explain(lazy, optimize="greedy"), tl.explain(single, optimize="greedy")
+    assert len(r_lazy.networks) == 1 and r_lazy.networks[0].operands == 3 * len(mps) + 1
+    assert r_lazy.networks[0].equation == r_single.networks[0].equation
+    assert r_lazy.networks[0].flops_left_to_right == r_single.networks[0].flops_left_to_right
+    assert r_lazy.after.flops <= r_single.after.flops
+    np.testing.assert_allclose(lazy.evaluate(), single.evaluate(), rtol=1e-10)
+
+
+# ---- prereduce ----------------------------------------------------------------------------------
+
+
+def test_prereduce_takes_diagonals_and_lone_sums_before_pairwise_work():
+    x, y = tl.asarray(arr(4, 4, 3, 5)), tl.asarray(arr(4, 6))
+    t = tl.einsum("iijk,ia->a", x, y)
+    g = optimized(t, passes=("canonicalize", "merge_contractions", "prereduce"))
+    pre = [n for n in g.order if n.op is Op.EINSUM and len(n.inputs) == 1]
+    assert len(pre) == 1 and pre[0].shape == (4,)  # diagonal taken, j and k summed out
+    np.testing.assert_allclose(t.evaluate(), np.einsum("iijk,ia->a", x.evaluate(), y.evaluate()))
+
+
+# ---- contraction order ------------------------------------------------------------------------
+
+
+def test_order_search_beats_left_to_right_and_is_cached(tmp_path):
+    import cotengra as ctg
+
+    inputs, output, shapes, size_dict = ctg.utils.lattice_equation([4, 4], d_min=3, d_max=3, seed=1)
+    labels = {lab: i for i, lab in enumerate(size_dict)}
+    arrays = [np.random.default_rng(0).standard_normal(s) for s in shapes]
+    args = []
+    for a, term in zip(arrays, inputs):
+        args += [tl.asarray(a), [labels[x] for x in term]]
+    t = tl.einsum(*args, [labels[x] for x in output])
+    ltr = graph_flops(optimized(t, optimize=False))
+    co._CACHE.clear()
+    before = co.SEARCHES["n"]
+    g1 = optimized(t, optimize="greedy", cache_dir=tmp_path)
+    assert co.SEARCHES["n"] == before + 1
+    assert graph_flops(g1) < ltr
+    optimized(t, optimize="greedy", cache_dir=tmp_path)  # memory cache
+    assert co.SEARCHES["n"] == before + 1
+    co._CACHE.clear()
+    g3 = optimized(t, optimize="greedy", cache_dir=tmp_path)  # disk cache
+    assert co.SEARCHES["n"] == before + 1 and list(tmp_path.glob("path-*.json"))
+    assert graph_flops(g3) == graph_flops(g1)
+    expected = ctg.array_contract(arrays, inputs, output, optimize="greedy")
+    np.testing.assert_allclose(t.evaluate(optimize="greedy"), expected, rtol=1e-9)
+    np.testing.assert_allclose(t.evaluate(optimize=False), expected, rtol=1e-9)
+
+
+def test_cotengra_optimizer_object_passes_through():
+    import cotengra as ctg
+
+    a, b, c = tl.asarray(arr(3, 4)), tl.asarray(arr(4, 5)), tl.asarray(arr(5, 3))
+    t = tl.einsum("ij,jk,ki->", a, b, c)
+    opt = ctg.HyperOptimizer(max_repeats=4, methods=["greedy"], progbar=False, parallel=False)
+    np.testing.assert_allclose(
+        t.evaluate(optimize=opt), np.einsum("ij,jk,ki->", *(x.evaluate() for x in (a, b, c)))
+    )
+
+
+# ---- permutation elimination ----------------------------------------------------------------
+
+
+def test_gemm_layouts_need_no_copies_for_matrix_chains():
+    mats = [tl.asarray(arr(6, 6)) for _ in range(5)]
+    y = mats[0]
+    for m in mats[1:]:
+        y = y @ m.T
+    report = tl.explain(y)
+    assert report.after.copies == 0
+    assert report.rows[-1].stats.get("transposes_folded", 0) >= 0
+    expected = mats[0].evaluate()
+    for m in mats[1:]:
+        expected = expected @ m.evaluate().T
+    np.testing.assert_allclose(y.evaluate(), expected)
+
+
+def test_copies_are_counted_when_contracted_labels_disagree():
+    a, b = tl.asarray(arr(3, 4, 5)), tl.asarray(arr(5, 3, 4))
+    # contracted labels i, j, k sit in incompatible orders: one operand must be copied
+    t = tl.einsum("ijk,kij->", a, b)
+    assert tl.explain(t).after.copies >= 1
+    np.testing.assert_allclose(t.evaluate(), np.einsum("ijk,kij->", a.evaluate(), b.evaluate()))
+
+
+# ---- fusion, simplify, cse --------------------------------------------------------------------
+
+
+def test_elementwise_chain_becomes_fused_regions():
+    x = tl.asarray(arr(100))
+    y = x
+    for _ in range(100):
+        y = tl.tanh(y * 0.9 + 0.01)
+    g = optimized(y)
+    fused = [n for n in g.order if n.op is Op.FUSED]
+    assert 2 <= len(fused) <= 10
+    expected = x.evaluate()
+    for _ in range(100):
+        expected = np.tanh(expected * 0.9 + 0.01)
+    np.testing.assert_allclose(y.evaluate(), expected, rtol=1e-12)
+
+
+def test_simplify_folds_uniform_constants_and_identities():
+    x = tl.asarray(arr(3, 3))
+    y = (x * (tl.ones((3, 3)) * 1.0)) - tl.zeros((3, 3))
+    g = optimized(y, passes=("simplify",))
+    assert g.outputs[0] is x.node
+    z = -(-x)
+    assert optimized(z, passes=("simplify",)).outputs[0] is x.node
+    assert optimized(x.T.T, passes=("simplify",)).outputs[0] is x.node
+
+
+def test_cse_merges_mirrored_commutative_expressions():
+    a, b = tl.asarray(arr(4)), tl.asarray(arr(4))
+    y = tl.exp(a + b) * tl.exp(b + a)
+    g = optimized(y, passes=("cse",))
+    assert sum(1 for n in g.order if n.op is Op.ADD) == 1
+    np.testing.assert_allclose(y.evaluate(), np.exp(a.evaluate() + b.evaluate()) ** 2)
+
+
+# ---- properties: every pass preserves values and is idempotent -------------------------------
+
+N = 3
+UNARY = [tl.sin, tl.exp, lambda t: -t, lambda t: t.T, lambda t: tl.tanh(t) * 0.5]
+BINARY = [
+    lambda a, b: a + b,
+    lambda a, b: a * b,
+    lambda a, b: a - b,
+    lambda a, b: a @ b,
+    lambda a, b: tl.einsum("ij,jk->ik", a, b.T),
+    lambda a, b: tl.einsum("ij,ij->ij", a, b),
+    lambda a, b: tl.trace(a @ b) * a,
+    lambda a, b: tl.tensordot(a, b, axes=([1], [1])),
+    lambda a, b: tl.maximum(a, b),
+    lambda a, b: tl.diagonal(a)[:, None] * b,
+    lambda a, b: tl.sum(a, axis=0) + b,
+    lambda a, b: tl.where(a > b, a, 0.5 * b),
+]
+
+
+@st.composite
+def random_graphs(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    pool = [tl.asarray(rng.uniform(-1, 1, (N, N))) for _ in range(3)]
+    for _ in range(draw(st.integers(1, 12))):
+        if draw(st.booleans()):
+            f = draw(st.sampled_from(UNARY))
+            pool.append(f(pool[draw(st.integers(0, len(pool) - 1))]))
+        else:
+            f = draw(st.sampled_from(BINARY))
+            i = draw(st.integers(0, len(pool) - 1))
+            j = draw(st.integers(0, len(pool) - 1))
+            pool.append(f(pool[i], pool[j]))
+    outs = [pool[-1]] + ([pool[-2]] if draw(st.booleans()) else [])
+    return outs
+
+
+@settings(max_examples=60)
+@given(random_graphs(), st.sampled_from(DEFAULT_PIPELINE))
+def test_each_pass_preserves_values_and_is_idempotent(outs, name):
+    g = build_graph(tuple(outs))
+    reference = tl.evaluate(*outs, passes=())
+    once, _ = run_pipeline(g, (name,), verify=True)
+    twice, _ = run_pipeline(once, (name,), verify=True)
+    assert all(a is b for a, b in zip(once.outputs, twice.outputs)), name
+    from tenloom.runtime.backends import get_backend
+    from tenloom.runtime.executor import execute
+
+    got = execute(once, {}, get_backend("cpu"))
+    for r, v in zip(reference, got):
+        np.testing.assert_allclose(v, r, rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=60)
+@given(random_graphs())
+def test_full_pipeline_matches_no_passes(outs):
+    reference = tl.evaluate(*outs, passes=())
+    for r, v in zip(reference, tl.evaluate(*outs)):
+        np.testing.assert_allclose(v, r, rtol=1e-9, atol=1e-12)
