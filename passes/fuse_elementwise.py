@@ -105,7 +105,7 @@ def expression(program: tuple) -> str:
 
 def _joins(x_dt: np.dtype | None, dt: np.dtype) -> bool:
     # explicit None test: numpy compares dtypes with None as with float64
-    return x_dt is not None and (x_dt == dt or x_dt == BOOL)
+    return x_dt is not None and x_dt in (dt, BOOL)
 
 
 def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype):
