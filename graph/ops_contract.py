@@ -152,41 +152,52 @@ def _contract_infer(inputs, attrs):
     return tuple(sizes[lab] for lab in out), result_dtype("contract", inputs)
 
 
+def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple):
+    """A function ``(a, b) -> c`` for one CONTRACT, with every permutation and shape worked out
+    once here rather than on each call."""
+    a_labels, b_labels, out, batch, left, con, right = attrs
+    a_only = tuple(i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out)
+    a_kept = tuple(lab for i, lab in enumerate(a_labels) if i not in a_only)
+    b_only = tuple(i for i, lab in enumerate(b_labels) if lab not in a_kept and lab not in out)
+    b_kept = tuple(lab for i, lab in enumerate(b_labels) if i not in b_only)
+    sizes = dict(zip(a_labels, a_shape))
+    sizes.update(zip(b_labels, b_shape))
+
+    def prod(labels):
+        n = 1
+        for lab in labels:
+            n *= sizes[lab]
+        return n
+
+    nb, nl, nk, nr = prod(batch), prod(left), prod(con), prod(right)
+    pa = tuple(a_kept.index(lab) for lab in batch + left + con)
+    pb = tuple(b_kept.index(lab) for lab in batch + con + right)
+    pa = None if pa == tuple(range(len(pa))) else pa
+    pb = None if pb == tuple(range(len(pb))) else pb
+    natural = batch + left + right
+    c_shape = tuple(sizes[lab] for lab in natural)
+    pc = tuple(natural.index(lab) for lab in out)
+    pc = None if pc == tuple(range(len(pc))) else pc
+    matmul = np.matmul
+
+    def run(a, b):
+        if a_only:
+            a = a.sum(axis=a_only)
+        if b_only:
+            b = b.sum(axis=b_only)
+        if pa is not None:
+            a = a.transpose(pa)
+        if pb is not None:
+            b = b.transpose(pb)
+        c = matmul(a.reshape(nb, nl, nk), b.reshape(nb, nk, nr)).reshape(c_shape)
+        return c if pc is None else c.transpose(pc)
+
+    return run
+
+
 def contract_ref(xs, attrs):
     a, b = xs
-    a_labels, b_labels, out, batch, left, con, right = attrs
-    a_only = [i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out]
-    if a_only:
-        a = a.sum(axis=tuple(a_only))
-        a_labels = tuple(lab for i, lab in enumerate(a_labels) if i not in a_only)
-    b_only = [i for i, lab in enumerate(b_labels) if lab not in a_labels and lab not in out]
-    if b_only:
-        b = b.sum(axis=tuple(b_only))
-        b_labels = tuple(lab for i, lab in enumerate(b_labels) if i not in b_only)
-    sa = dict(zip(a_labels, a.shape))
-    sb = dict(zip(b_labels, b.shape))
-    nb = 1
-    for lab in batch:
-        nb *= sa[lab]
-    nl = 1
-    for lab in left:
-        nl *= sa[lab]
-    nk = 1
-    for lab in con:
-        nk *= sa[lab]
-    nr = 1
-    for lab in right:
-        nr *= sb[lab]
-    pa = [a_labels.index(lab) for lab in batch + left + con]
-    pb = [b_labels.index(lab) for lab in batch + con + right]
-    a3 = a.transpose(pa).reshape(nb, nl, nk)
-    b3 = b.transpose(pb).reshape(nb, nk, nr)
-    c = np.matmul(a3, b3)
-    natural = batch + left + right
-    c = c.reshape(tuple(sa[lab] for lab in batch + left) + tuple(sb[lab] for lab in right))
-    if natural != out:
-        c = c.transpose([natural.index(lab) for lab in out])
-    return c
+    return contract_kernel(a.shape, b.shape, attrs)(a, b)
 
 
 register_op(Op.CONTRACT, OpKind.CONTRACTION, _contract_infer, contract_ref, 2)

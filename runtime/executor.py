@@ -6,6 +6,7 @@ and turns any failure into an ``EvaluationError`` that names the node.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
 from tenloom.runtime import testing
+from tenloom.runtime.program import Program, compile_program
 
 
 def bind_feed(graph: Graph, feed: dict[Any, Any] | None) -> dict[int, np.ndarray]:
@@ -60,46 +62,51 @@ def _root(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
+_PROGRAMS: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
+
+
+def program_for(graph: Graph, backend: Any) -> Program:
+    """The compiled program of ``graph`` on ``backend`` (compiled once per graph and backend)."""
+    per_graph = _PROGRAMS.setdefault(graph, {})
+    prog = per_graph.get(backend.kind)
+    if prog is None:
+        prog = per_graph[backend.kind] = compile_program(graph, backend)
+    return prog
+
+
 def execute(
     graph: Graph, bound: dict[int, np.ndarray], backend: Any, device: str = "cpu"
 ) -> list[np.ndarray]:
     """Run ``graph`` and return one array per output (fresh, writable, never a leaf's memory)."""
-    order = graph.order
-    remaining: dict[int, int] = {}
-    for node in order:
-        for i in node.inputs:
-            remaining[id(i)] = remaining.get(id(i), 0) + 1
-    for out in graph.outputs:
-        remaining[id(out)] = remaining.get(id(out), 0) + 1
-    values: dict[int, Any] = {}
+    prog = program_for(graph, backend)
+    vals: list[Any] = [None] * prog.n_slots
     leaf_roots: set[int] = set()
-    for node in order:
-        try:
-            testing.check(node)
-            if node.op is Op.PLACEHOLDER:
-                value = backend.from_host(bound[id(node)])
-                leaf_roots.add(id(_root(bound[id(node)])))
-            elif node.op is Op.CONST:
-                value = backend.from_host(node.attrs[0].value)
-                leaf_roots.add(id(_root(node.attrs[0].value)))
-            else:
-                value = backend.run(node, [values[id(i)] for i in node.inputs])
-        except Exception as e:
-            values.clear()
-            raise EvaluationError(f"node failed: {describe(node, device)}: {e}") from e
-        values[id(node)] = value
-        for i in node.inputs:
-            left = remaining[id(i)] - 1
-            remaining[id(i)] = left
-            if left == 0:
-                del values[id(i)]
-    results = []
-    for out in graph.outputs:
-        arr = np.asarray(backend.to_host(values[id(out)]))
-        if arr.dtype != out.dtype:
-            arr = arr.astype(out.dtype)
-        if not arr.flags.writeable or id(_root(arr)) in leaf_roots:
-            arr = arr.copy()
-        results.append(arr)
-    values.clear()
-    return results
+    check = testing.check
+    from_host = backend.from_host
+    try:
+        for step in prog.steps:
+            node = step.node
+            try:
+                check(node)
+                if step.kernel is None:
+                    host = bound[id(node)] if node.op is Op.PLACEHOLDER else node.attrs[0].value
+                    leaf_roots.add(id(_root(host)))
+                    value = from_host(host)
+                else:
+                    value = step.kernel(*[vals[i] for i in step.inputs])
+            except Exception as e:
+                raise EvaluationError(f"node failed: {describe(node, device)}: {e}") from e
+            vals[step.out] = value
+            for f in step.free:
+                vals[f] = None
+        results = []
+        for k, out in zip(prog.outputs, graph.outputs):
+            arr = np.asarray(backend.to_host(vals[k]))
+            if arr.dtype != out.dtype:
+                arr = arr.astype(out.dtype)
+            if not arr.flags.writeable or id(_root(arr)) in leaf_roots:
+                arr = arr.copy()
+            results.append(arr)
+        return results
+    finally:
+        vals.clear()

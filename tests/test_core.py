@@ -68,13 +68,18 @@ def test_tensors_hash_by_identity_and_refuse_bool():
 def test_evaluate_returns_tuple_and_shared_subgraphs_run_once(monkeypatch):
     backend = get_backend("cpu")
     calls: dict[Op, int] = {}
-    real_run = backend.run
+    real_kernel = backend.kernel
 
-    def counting_run(node, args):
-        calls[node.op] = calls.get(node.op, 0) + 1
-        return real_run(node, args)
+    def counting_kernel(node):
+        k = real_kernel(node)
 
-    monkeypatch.setattr(backend, "run", counting_run)
+        def run(*args):
+            calls[node.op] = calls.get(node.op, 0) + 1
+            return k(*args)
+
+        return run
+
+    monkeypatch.setattr(backend, "kernel", counting_kernel)
     a = tl.asarray(np.arange(6.0).reshape(2, 3))
     shared = tl.exp(a)
     y = shared.sum()
@@ -103,24 +108,29 @@ def test_intermediates_are_freed_after_last_use(monkeypatch):
 
     live_max = 0
     backend = get_backend("cpu")
-    real_run = backend.run
+    real_kernel = backend.kernel
     alive: set[int] = set()
 
     class Tracked(np.ndarray):
         pass
 
-    def run(node, args):
-        nonlocal live_max
-        out = real_run(node, args).view(Tracked)
-        import weakref
+    def kernel(node):
+        k = real_kernel(node)
 
-        key = id(out)
-        alive.add(key)
-        weakref.finalize(out, alive.discard, key)
-        live_max = max(live_max, len(alive))
-        return out
+        def run(*args):
+            nonlocal live_max
+            out = np.asarray(k(*args)).view(Tracked)
+            import weakref
 
-    monkeypatch.setattr(backend, "run", run)
+            key = id(out)
+            alive.add(key)
+            weakref.finalize(out, alive.discard, key)
+            live_max = max(live_max, len(alive))
+            return out
+
+        return run
+
+    monkeypatch.setattr(backend, "kernel", kernel)
     x = tl.asarray(np.ones(1000))
     for _ in range(200):
         x = tl.sin(x)

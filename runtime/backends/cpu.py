@@ -12,6 +12,7 @@ import numpy as np
 from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op
+from tenloom.graph.ops_contract import contract_kernel
 from tenloom.graph.ops_elementwise import BINARY, UNARY
 
 SMALL = 2048  # elements; smaller fused regions run step by step in NumPy
@@ -61,6 +62,18 @@ class Backend:
         self._ne = numexpr
         self._exprs: dict[tuple, str] = {}
         self._small: dict[tuple, object] = {}
+
+    def kernel(self, node: Node):
+        """A callable ``f(*arrays) -> array`` for ``node``, prepared once."""
+        if node.op is Op.CONTRACT:
+            a, b = node.inputs
+            return contract_kernel(a.shape, b.shape, node.attrs)
+        if node.op is Op.FUSED:
+            if self._ne is not None and node.size >= SMALL:
+                return lambda *xs: self._run_fused(node, xs)
+            return self._small_fused(node.attrs[0])
+        ref, attrs = OPS[node.op].ref, node.attrs
+        return lambda *xs: ref(xs, attrs)
 
     def run(self, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
         """Compute ``node`` from its input arrays."""

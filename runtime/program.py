@@ -1,0 +1,61 @@
+"""A compiled program: an optimized graph turned once into a flat list of steps.
+
+Each step holds a ready kernel (a callable made by the backend for that node, with its shapes,
+permutations or generated code worked out), the slots it reads and writes, and the slots to
+free after it: running a program is a tight loop, with no graph walking, dict lookups or
+attribute decoding per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tenloom.graph.graph import Graph
+from tenloom.graph.node import Node
+from tenloom.graph.ops import Op
+
+
+@dataclass
+class Step:
+    node: Node
+    kernel: Callable[..., Any] | None  # None for leaves
+    inputs: tuple[int, ...]
+    out: int
+    free: tuple[int, ...]  # slots whose last use is this step
+
+
+@dataclass
+class Program:
+    graph: Graph
+    steps: list[Step]
+    outputs: tuple[int, ...]
+    n_slots: int
+
+
+def compile_program(graph: Graph, backend: Any) -> Program:
+    order = graph.order
+    slot = {id(n): k for k, n in enumerate(order)}
+    last_use: dict[int, int] = {}
+    for k, node in enumerate(order):
+        for i in node.inputs:
+            last_use[slot[id(i)]] = k
+    keep = {slot[id(o)] for o in graph.outputs}
+    frees: dict[int, list[int]] = {}
+    for s, k in last_use.items():
+        if s not in keep:
+            frees.setdefault(k, []).append(s)
+    steps = []
+    for k, node in enumerate(order):
+        leaf = node.op in (Op.CONST, Op.PLACEHOLDER)
+        steps.append(
+            Step(
+                node,
+                None if leaf else backend.kernel(node),
+                tuple(slot[id(i)] for i in node.inputs),
+                k,
+                tuple(dict.fromkeys(frees.get(k, ()))),
+            )
+        )
+    return Program(graph, steps, tuple(slot[id(o)] for o in graph.outputs), len(order))
