@@ -264,7 +264,7 @@ def einsum_ref(arrays: Sequence[np.ndarray], inputs, output) -> np.ndarray:
         # input), which otherwise falls back to one nested loop over all labels: 50x slower
         # on an MPS transfer step.
         opt = ("greedy", 2**62) if len(arrays) > 2 else False
-        return np.asarray(np.einsum(sub, *arrays, optimize=opt))
+        return np.einsum(sub, *arrays, optimize=opt)
     import cotengra as ctg
 
     res = ctg.array_contract(list(arrays), inputs, output, optimize="greedy")

@@ -113,6 +113,12 @@ class OpDef:
 OPS: dict[Op, OpDef] = {}
 
 
+def as_array(x):
+    """NumPy scalars (what reductions of whole arrays return) as 0-d arrays; any array type,
+    NumPy's or a device library's, passes through untouched."""
+    return np.asarray(x) if isinstance(x, (np.generic, bool, int, float, complex)) else x
+
+
 def register_op(
     op: Op, kind: OpKind, infer: InferRule, ref: RefImpl, arity: int | None = None
 ) -> OpDef:

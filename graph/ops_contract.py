@@ -12,7 +12,7 @@ import numpy as np
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.einsum import einsum_ref
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
-from tenloom.graph.ops import Op, OpKind, register_op
+from tenloom.graph.ops import Op, OpKind, as_array, register_op
 from tenloom.graph.ops_elementwise import broadcast_shapes
 
 
@@ -109,10 +109,13 @@ def _trace_infer(inputs, attrs):
 
 
 register_op(
-    Op.EINSUM, OpKind.CONTRACTION, _einsum_infer, lambda xs, at: einsum_ref(xs, at[0], at[1])
+    Op.EINSUM,
+    OpKind.CONTRACTION,
+    _einsum_infer,
+    lambda xs, at: as_array(einsum_ref(xs, at[0], at[1])),
 )
 register_op(
-    Op.MATMUL, OpKind.CONTRACTION, _matmul_infer, lambda xs, at: np.asarray(np.matmul(*xs)), 2
+    Op.MATMUL, OpKind.CONTRACTION, _matmul_infer, lambda xs, at: as_array(np.matmul(*xs)), 2
 )
 register_op(
     Op.TENSORDOT,
@@ -125,7 +128,7 @@ register_op(
     Op.TRACE,
     OpKind.CONTRACTION,
     _trace_infer,
-    lambda xs, at: np.asarray(np.trace(xs[0], at[0], at[1], at[2])),
+    lambda xs, at: as_array(np.trace(xs[0], at[0], at[1], at[2])),
     1,
 )
 

@@ -9,7 +9,7 @@ one; backends compile the program into one kernel (numexpr on CPU).
 from __future__ import annotations
 
 import numpy as np
-from tenloom.graph.ops import OPS, Op, OpKind, register_op
+from tenloom.graph.ops import OPS, Op, OpKind, as_array, register_op
 
 
 def run_program(program: tuple, arrays) -> np.ndarray:
@@ -24,6 +24,6 @@ register_op(
     Op.FUSED,
     OpKind.FUSED,
     lambda inputs, attrs: (attrs[1], np.dtype(attrs[2])),
-    lambda xs, attrs: np.asarray(run_program(attrs[0], xs)),
+    lambda xs, attrs: as_array(run_program(attrs[0], xs)),
     None,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
-from tenloom.graph.ops import Op, OpKind, register_op
+from tenloom.graph.ops import Op, OpKind, as_array, register_op
 
 REDUCERS = {Op.SUM: np.sum, Op.PROD: np.prod, Op.MAX: np.max, Op.MIN: np.min}
 _DTYPE_CACHE: dict[tuple, np.dtype] = {}
@@ -48,6 +48,6 @@ for _op, _fn in REDUCERS.items():
         _op,
         OpKind.REDUCE,
         _infer(_op),
-        (lambda f: lambda xs, at: np.asarray(f(xs[0], axis=at[0], keepdims=at[1])))(_fn),
+        (lambda f: lambda xs, at: as_array(f(xs[0], axis=at[0], keepdims=at[1])))(_fn),
         1,
     )

@@ -28,9 +28,14 @@ def check_options(opts: dict[str, Any]) -> None:
             raise TypeError(f"evaluate: unknown option {k!r}; valid options: {', '.join(OPTIONS)}")
 
 
+# The device used when evaluate is not given one (tests point it at a GPU to run the corpus
+# there: TENLOOM_TEST_DEVICE=cuda:0).
+DEFAULT_DEVICE = "cpu"
+
+
 def parse_device(device: Any) -> tuple[str, int]:
     if device is None:
-        return "cpu", 0
+        device = DEFAULT_DEVICE
     if not isinstance(device, str):
         raise DeviceError(f"device {device!r} is not a device name like 'cpu' or 'cuda:0'")
     kind, _, index = device.partition(":")
@@ -98,10 +103,11 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     check_options(opts)
     graph = build_graph(tensors)
     bound = bind_feed(graph, opts.get("feed"))
-    kind, _ = parse_device(opts.get("device"))
-    backend = get_backend(kind)
+    kind, index = parse_device(opts.get("device"))
+    backend = get_backend(kind, index)
     optimized = optimize_graph(graph, opts)
-    return tuple(execute(optimized, bound, backend, opts.get("device") or "cpu"))
+    device = opts.get("device") or DEFAULT_DEVICE
+    return tuple(execute(optimized, bound, backend, device, opts.get("to_host", True)))
 
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None

@@ -75,9 +75,14 @@ def program_for(graph: Graph, backend: Any) -> Program:
 
 
 def execute(
-    graph: Graph, bound: dict[int, np.ndarray], backend: Any, device: str = "cpu"
-) -> list[np.ndarray]:
-    """Run ``graph`` and return one array per output (fresh, writable, never a leaf's memory)."""
+    graph: Graph,
+    bound: dict[int, np.ndarray],
+    backend: Any,
+    device: str = "cpu",
+    to_host: bool = True,
+) -> list[Any]:
+    """Run ``graph`` and return one array per output (fresh, writable, never a leaf's memory);
+    with ``to_host=False`` the backend's own arrays are returned."""
     prog = program_for(graph, backend)
     vals: list[Any] = [None] * prog.n_slots
     leaf_roots: set[int] = set()
@@ -89,9 +94,10 @@ def execute(
             try:
                 check(node)
                 if step.kernel is None:
-                    host = bound[id(node)] if node.op is Op.PLACEHOLDER else node.attrs[0].value
-                    leaf_roots.add(id(_root(host)))
-                    value = from_host(host)
+                    const = node.op is Op.CONST
+                    host = node.attrs[0].value if const else bound[id(node)]
+                    value = from_host(host, const)
+                    leaf_roots.add(id(_root(value)) if isinstance(value, np.ndarray) else id(value))
                 else:
                     value = step.kernel(*[vals[i] for i in step.inputs])
             except Exception as e:
@@ -101,6 +107,10 @@ def execute(
                 vals[f] = None
         results = []
         for k, out in zip(prog.outputs, graph.outputs):
+            if not to_host:
+                v = vals[k]
+                results.append(v.copy() if id(v) in leaf_roots else v)
+                continue
             arr = np.asarray(backend.to_host(vals[k]))
             if arr.dtype != out.dtype:
                 arr = arr.astype(out.dtype)

@@ -87,6 +87,7 @@ from tenloom.graph.errors import (
 )
 from tenloom.graph.tensor import Tensor
 from tenloom.inspect import dump
+from tenloom.runtime.devices import Device, devices
 from tenloom.runtime.evaluate import evaluate, evaluate_async
 
 __version__ = "0.1.0"

@@ -55,6 +55,14 @@ PIPELINE_VARIANTS = {
     **{f"without-{p}": tuple(q for q in FULL_PIPELINE if q != p) for p in FULL_PIPELINE},
     "no-passes": (),
 }
+if os.environ.get("TENLOOM_TEST_PIPELINES"):  # e.g. "full" for a quick run on a GPU
+    _wanted = os.environ["TENLOOM_TEST_PIPELINES"].split(",")
+    PIPELINE_VARIANTS = {k: v for k, v in PIPELINE_VARIANTS.items() if k in _wanted}
+
+if os.environ.get("TENLOOM_TEST_DEVICE"):  # run the corpus on a device, e.g. cuda:0
+    import tenloom.runtime.evaluate as _evaluate
+
+    _evaluate.DEFAULT_DEVICE = os.environ["TENLOOM_TEST_DEVICE"]
 
 
 @pytest.fixture(scope="module", params=list(PIPELINE_VARIANTS), ids=list(PIPELINE_VARIANTS))

@@ -84,7 +84,7 @@ def test_evaluate_returns_tuple_and_shared_subgraphs_run_once(monkeypatch):
     shared = tl.exp(a)
     y = shared.sum()
     z = shared * 2.0
-    out = tl.evaluate(y, z, passes=())
+    out = tl.evaluate(y, z, passes=(), device="cpu")
     assert isinstance(out, tuple) and len(out) == 2
     assert calls[Op.EXP] == 1
     np.testing.assert_allclose(out[0], np.exp(np.arange(6.0)).sum())
@@ -166,7 +166,7 @@ def test_failing_node_raises_evaluation_error_naming_it():
     bad = tl.exp(a)  # the failing node
     y = bad.sum()
     with fail_node(bad), pytest.raises(tl.EvaluationError) as info:
-        y.evaluate(passes=())
+        y.evaluate(passes=(), device="cpu")
     msg = str(info.value)
     assert "exp" in msg and "(2, 2)" in msg and "cpu" in msg and __file__ in msg
     assert isinstance(info.value.__cause__, InjectedFailure)
@@ -176,7 +176,7 @@ def test_failing_node_raises_evaluation_error_naming_it():
 def test_runtime_error_inside_numpy_becomes_evaluation_error():
     a = tl.asarray(np.array([2, 3], dtype=np.int64))
     with pytest.raises(tl.EvaluationError, match="pow") as info:
-        (a ** tl.asarray(np.array([-1, -2]))).evaluate()
+        (a ** tl.asarray(np.array([-1, -2]))).evaluate(device="cpu")
     assert isinstance(info.value.__cause__, ValueError)
 
 

@@ -10,8 +10,10 @@ from tenloom.graph.errors import DeviceError
 # kind -> (module, extra that provides its dependency)
 _MODULES: dict[str, tuple[str, str | None]] = {
     "cpu": ("tenloom.runtime.backends.cpu", None),
+    "cuda": ("tenloom.runtime.backends.cuda", "cuda13"),
+    "rocm": ("tenloom.runtime.backends.cuda", "rocm"),
 }
-_LOADED: dict[str, Any] = {}
+_LOADED: dict[tuple[str, int], Any] = {}
 
 
 def register_backend(kind: str, module: str, extra: str | None = None) -> None:
@@ -20,9 +22,9 @@ def register_backend(kind: str, module: str, extra: str | None = None) -> None:
     _MODULES[kind] = (module, extra)
 
 
-def get_backend(kind: str) -> Any:
-    """The backend object for a device kind, importing its module the first time."""
-    be = _LOADED.get(kind)
+def get_backend(kind: str, index: int = 0) -> Any:
+    """The backend object for device ``kind:index``, importing its module the first time."""
+    be = _LOADED.get((kind, index))
     if be is not None:
         return be
     if kind not in _MODULES:
@@ -34,7 +36,7 @@ def get_backend(kind: str) -> Any:
     except ImportError as e:
         hint = f"; install it with pip install 'tenloom[{extra}]'" if extra else ""
         raise DeviceError(f"backend {kind!r} is not available ({e}){hint}") from e
-    be = _LOADED[kind] = mod.Backend()
+    be = _LOADED[(kind, index)] = mod.Backend() if kind == "cpu" else mod.Backend(kind, index)
     return be
 
 

@@ -48,7 +48,7 @@ class Backend:
     kind = "cpu"
     dtypes = SUPPORTED
 
-    def from_host(self, array: np.ndarray) -> np.ndarray:
+    def from_host(self, array: np.ndarray, constant: bool = False) -> np.ndarray:
         return array
 
     def to_host(self, array: np.ndarray) -> np.ndarray:

@@ -1,0 +1,87 @@
+"""The CUDA backend (CuPy). Skipped where CuPy or a GPU is absent; run on the device machine."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tenloom as tl
+
+cp = pytest.importorskip("cupy")
+try:
+    _N_GPUS = cp.cuda.runtime.getDeviceCount()
+except Exception:  # no driver
+    _N_GPUS = 0
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(_N_GPUS == 0, reason="no CUDA GPU present"),
+]
+RNG = np.random.default_rng(5)
+
+
+def test_devices_lists_the_gpu():
+    kinds = [d.kind for d in tl.devices()]
+    assert kinds[0] == "cpu" and ("cuda" in kinds or "rocm" in kinds)
+
+
+def test_contraction_network_matches_cpu():
+    a, b, c = (RNG.standard_normal((64, 64)) for _ in range(3))
+    t = tl.trace(tl.asarray(a) @ tl.asarray(b) @ tl.asarray(c)) * 2.0
+    np.testing.assert_allclose(t.evaluate(device="cuda:0"), t.evaluate(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+def test_einsum_dtypes_on_gpu(dtype):
+    a = RNG.standard_normal((5, 6, 7)).astype(dtype)
+    b = RNG.standard_normal((7, 6, 3)).astype(dtype)
+    t = tl.einsum("ijk,kjl->il", tl.asarray(a), tl.asarray(b))
+    out = t.evaluate(device="cuda:0")
+    assert out.dtype == np.dtype(dtype)
+    tol = 1e-4 if dtype in ("float32", "complex64") else 1e-10
+    np.testing.assert_allclose(out, np.einsum("ijk,kjl->il", a, b), rtol=tol, atol=tol)
+
+
+def test_fused_region_runs_as_one_generated_kernel():
+    x = RNG.standard_normal(10_000)
+    t = tl.asarray(x)
+    y = t
+    for _ in range(20):
+        y = tl.tanh(y * 0.9 + 0.1)
+    ops = [n.op.value for n in tl.explain(y).graph.order]
+    assert "fused" in ops
+    expected = x.copy()
+    for _ in range(20):
+        expected = np.tanh(expected * 0.9 + 0.1)
+    np.testing.assert_allclose(y.evaluate(device="cuda:0"), expected, rtol=1e-12)
+    m = tl.maximum(t, 0.0) * tl.where(t > 0.5, t, 2.0 * t)
+    np.testing.assert_allclose(
+        m.evaluate(device="cuda:0"), np.maximum(x, 0) * np.where(x > 0.5, x, 2 * x)
+    )
+
+
+def test_to_host_false_returns_device_arrays_and_constants_are_copied_once():
+    from tenloom.runtime.backends import get_backend
+
+    a = RNG.standard_normal((32, 32))
+    t = tl.asarray(a) @ tl.asarray(a)
+    (out,) = tl.evaluate(t, device="cuda:0", to_host=False)
+    assert isinstance(out, cp.ndarray)
+    be = get_backend("cuda", 0)
+    n_before = len(be._consts)
+    tl.evaluate(t, device="cuda:0")
+    assert len(be._consts) == n_before  # no new device copies of the same constant
+    np.testing.assert_allclose(cp.asnumpy(out), a @ a, rtol=1e-12)
+
+
+def test_placeholders_and_movement_ops_on_gpu():
+    x = tl.placeholder((4, 6), name="x")
+    y = tl.concatenate([x[:, ::2], tl.transpose(x)[::2, :4].T], axis=1).sum(axis=0)
+    arr = RNG.standard_normal((4, 6))
+    expected = np.concatenate([arr[:, ::2], arr.T[::2, :4].T], axis=1).sum(axis=0)
+    np.testing.assert_allclose(y.evaluate(device="cuda:0", feed={x: arr}), expected)
+    np.testing.assert_allclose(tl.eye(3).evaluate(device="cuda:0"), np.eye(3))
+
+
+def test_bad_device_index_is_a_device_error():
+    with pytest.raises(tl.DeviceError, match="does not exist"):
+        tl.asarray(np.ones(2)).evaluate(device=f"cuda:{_N_GPUS + 7}")
