@@ -85,6 +85,19 @@ def _fold_transpose(x: Node, labels: tuple) -> tuple[Node, tuple]:
     return x, labels
 
 
+def _as_sum(node: Node, x: Node) -> Node | None:
+    """A one-operand einsum that only sums axes away (no diagonal, no permutation) runs as a
+    plain SUM: NumPy's reduction, and the CPU backend's parallel one for big arrays."""
+    (t,), out = node.attrs
+    if len(set(t)) != len(t) or tuple(lab for lab in t if lab in out) != tuple(out):
+        return None
+    axes = tuple(i for i, lab in enumerate(t) if lab not in out)
+    # integer sums promote in NumPy (int32 -> int64) but not in einsum: floats only
+    if not axes or node.dtype != x.dtype or node.dtype.kind not in "fc":
+        return None
+    return make_node(Op.SUM, (x,), (axes, False))
+
+
 def natural_layout(node: Node) -> tuple[int, ...] | None:
     """Memory order of a CONTRACT result's axes: batch, left, right."""
     if node.op is not Op.CONTRACT:
@@ -117,6 +130,9 @@ def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
                 lowered += 1
                 copies += n_copies
                 copied += n_bytes
+        if res is None and node.op is Op.EINSUM and len(ins) == 1:
+            res = _as_sum(node, ins[0])
+            lowered += res is not None
         if res is None:
             res = (
                 node

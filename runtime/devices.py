@@ -33,7 +33,6 @@ def devices() -> list[Device]:
     if importlib.util.find_spec("cupy") is not None:
         try:
             import cupy as cp
-
             from tenloom.runtime.backends.cuda import list_devices
 
             kind = "rocm" if cp.cuda.runtime.is_hip else "cuda"

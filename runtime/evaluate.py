@@ -7,19 +7,33 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import re
 import threading
 from typing import Any
 
 import numpy as np
 from tenloom.graph.api import lift
-from tenloom.graph.errors import DeviceError
+from tenloom.graph.errors import DeviceError, MemoryLimitError
 from tenloom.graph.graph import Graph
 from tenloom.graph.tensor import Tensor
 from tenloom.passes import run_pipeline
 from tenloom.runtime.backends import get_backend
+from tenloom.runtime.determinism import deterministic_mode
 from tenloom.runtime.executor import bind_feed, execute
 
-OPTIONS = ("feed", "device", "passes", "optimize", "to_host", "verify", "cache_dir", "progress")
+OPTIONS = (
+    "feed",
+    "device",
+    "passes",
+    "optimize",
+    "to_host",
+    "verify",
+    "cache_dir",
+    "progress",
+    "threads",
+    "deterministic",
+    "memory_limit",
+)
 
 
 def check_options(opts: dict[str, Any]) -> None:
@@ -44,6 +58,49 @@ def parse_device(device: Any) -> tuple[str, int]:
     except ValueError:
         raise DeviceError(f"device {device!r}: index {index!r} is not an int") from None
     return kind, idx
+
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+
+def parse_bytes(limit: Any) -> int:
+    """``memory_limit`` as bytes: an int, or a string such as "4GiB", "512 MB"."""
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        if limit <= 0:
+            raise ValueError(f"memory_limit={limit!r} must be positive")
+        return limit
+    if isinstance(limit, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", limit)
+        if m and m.group(2).lower() in _UNITS:
+            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    raise ValueError(f"memory_limit={limit!r} is not a size like 1000000 or '4GiB'")
+
+
+def check_memory_limit(graph: Graph, limit: int) -> None:
+    """Raise MemoryLimitError when the predicted peak of intermediates and outputs exceeds
+    ``limit``. (Slicing contractions to fit comes with the scale-out work; a limit that only
+    slicing could meet is refused too, naming the peak and the biggest node.)"""
+    from tenloom.passes.cost import peak_bytes
+
+    peak = peak_bytes(graph)
+    if peak > limit:
+        biggest = max(graph.order, key=lambda n: n.nbytes)
+        raise MemoryLimitError(
+            f"evaluate: predicted peak memory {peak} bytes exceeds memory_limit={limit} bytes; "
+            f"the largest array is {biggest.op.value} {biggest.dtype}{biggest.shape} "
+            f"({biggest.nbytes} bytes) at {biggest.where}"
+        )
 
 
 def build_graph(tensors: tuple[Any, ...]) -> Graph:
@@ -107,7 +164,15 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     backend = get_backend(kind, index)
     optimized = optimize_graph(graph, opts)
     device = opts.get("device") or DEFAULT_DEVICE
-    return tuple(execute(optimized, bound, backend, device, opts.get("to_host", True)))
+    limit = opts.get("memory_limit")
+    if limit is not None:
+        check_memory_limit(optimized, parse_bytes(limit))
+    threads = opts.get("threads", 1)
+    threads = 1 if threads is None else threads
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"evaluate: threads={threads!r} must be a positive int")
+    with deterministic_mode(bool(opts.get("deterministic", False)), threads):
+        return tuple(execute(optimized, bound, backend, device, opts.get("to_host", True), threads))
 
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None

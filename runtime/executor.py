@@ -1,4 +1,5 @@
-"""A sequential executor: runs a graph's nodes in topological order on one backend.
+"""The executor: runs a compiled program on one backend, in order or (threads > 1) through
+the concurrent scheduler.
 
 It takes a graph and bindings and returns arrays; it frees each intermediate after its last use
 and turns any failure into an ``EvaluationError`` that names the node.
@@ -80,12 +81,35 @@ def execute(
     backend: Any,
     device: str = "cpu",
     to_host: bool = True,
+    threads: int = 1,
 ) -> list[Any]:
     """Run ``graph`` and return one array per output (fresh, writable, never a leaf's memory);
-    with ``to_host=False`` the backend's own arrays are returned."""
+    with ``to_host=False`` the backend's own arrays are returned. ``threads > 1`` runs
+    independent nodes concurrently (runtime/scheduler.py)."""
     prog = program_for(graph, backend)
-    vals: list[Any] = [None] * prog.n_slots
     leaf_roots: set[int] = set()
+    if threads > 1:
+        from tenloom.runtime.scheduler import run_concurrent
+
+        vals = run_concurrent(prog, bound, backend, device, threads, leaf_roots)
+        leaf_roots |= _leaf_ids(prog, bound)
+    else:
+        vals = _run_sequential(prog, bound, backend, device, leaf_roots)
+    return _finish(graph, vals, backend, to_host, leaf_roots)
+
+
+def _leaf_ids(prog: Program, bound: dict[int, Any]) -> set[int]:
+    ids = set()
+    for step in prog.steps:
+        if step.kernel is None:
+            node = step.node
+            host = node.attrs[0].value if node.op is Op.CONST else bound[id(node)]
+            ids.add(id(_root(host)))
+    return ids
+
+
+def _run_sequential(prog, bound, backend, device, leaf_roots) -> list[Any]:
+    vals: list[Any] = [None] * prog.n_slots
     check = testing.check
     from_host = backend.from_host
     try:
@@ -105,18 +129,21 @@ def execute(
             vals[step.out] = value
             for f in step.free:
                 vals[f] = None
-        results = []
-        for k, out in zip(prog.outputs, graph.outputs):
-            if not to_host:
-                v = vals[k]
-                results.append(v.copy() if id(v) in leaf_roots else v)
-                continue
-            arr = np.asarray(backend.to_host(vals[k]))
-            if arr.dtype != out.dtype:
-                arr = arr.astype(out.dtype)
-            if not arr.flags.writeable or id(_root(arr)) in leaf_roots:
-                arr = arr.copy()
-            results.append(arr)
-        return results
+        return [vals[k] for k in prog.outputs]
     finally:
         vals.clear()
+
+
+def _finish(graph: Graph, vals: list[Any], backend: Any, to_host: bool, leaf_roots: set[int]):
+    results = []
+    for v, out in zip(vals, graph.outputs):
+        if not to_host:
+            results.append(v.copy() if id(v) in leaf_roots else v)
+            continue
+        arr = np.asarray(backend.to_host(v))
+        if arr.dtype != out.dtype:
+            arr = arr.astype(out.dtype)
+        if not arr.flags.writeable or id(_root(arr)) in leaf_roots:
+            arr = arr.copy()
+        results.append(arr)
+    return results

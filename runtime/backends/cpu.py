@@ -44,6 +44,46 @@ def compile_steps(program: tuple):
     return namespace["fused"]
 
 
+PARALLEL_SUM = 1 << 20  # elements; bigger sums split over the worker threads
+
+
+def parallel_sum_kernel(node: Node, ref):
+    """A sum over a large array, split into chunks along its first reduced axis and summed on
+    the evaluation's worker threads. Partial sums are added as they finish, which is fastest
+    but makes the rounding depend on timing; under ``deterministic=True`` they are added in
+    chunk order, so the result is bitwise the same on every run."""
+    import concurrent.futures as cf
+
+    from tenloom.runtime.determinism import DETERMINISTIC, THREADS
+
+    axes, keepdims = node.attrs
+    ax = axes[0]
+    n = node.inputs[0].shape[ax]
+
+    def run(x):
+        threads = THREADS.get()
+        if threads < 2 or n < 2:
+            return ref((x,), node.attrs)
+        chunks = min(n, 16 * threads)
+        bounds = [(n * c) // chunks for c in range(chunks + 1)]
+        index = [slice(None)] * x.ndim
+
+        def part(c):
+            index_c = list(index)
+            index_c[ax] = slice(bounds[c], bounds[c + 1])
+            return np.sum(x[tuple(index_c)], axis=axes, keepdims=True)
+
+        with cf.ThreadPoolExecutor(threads, thread_name_prefix="tenloom-sum") as pool:
+            futures = [pool.submit(part, c) for c in range(chunks)]
+            order = futures if DETERMINISTIC.get() else cf.as_completed(futures)
+            total = None
+            for f in order:
+                total = f.result() if total is None else total + f.result()
+        return total if keepdims else total.reshape(node.shape)
+
+    return run
+
+
 class Backend:
     kind = "cpu"
     dtypes = SUPPORTED
@@ -73,6 +113,8 @@ class Backend:
                 return lambda *xs: self._run_fused(node, xs)
             return self._small_fused(node.attrs[0])
         ref, attrs = OPS[node.op].ref, node.attrs
+        if node.op is Op.SUM and node.inputs[0].size >= PARALLEL_SUM:
+            return parallel_sum_kernel(node, ref)
         return lambda *xs: ref(xs, attrs)
 
     def run(self, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:

@@ -19,7 +19,6 @@ from typing import Any
 
 import cupy as cp
 import numpy as np
-
 from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.einsum import _LETTERS
 from tenloom.graph.errors import DeviceError
