@@ -85,3 +85,18 @@ def test_placeholders_and_movement_ops_on_gpu():
 def test_bad_device_index_is_a_device_error():
     with pytest.raises(tl.DeviceError, match="does not exist"):
         tl.asarray(np.ones(2)).evaluate(device=f"cuda:{_N_GPUS + 7}")
+
+
+def test_independent_branches_on_worker_streams():
+    a = RNG.standard_normal((256, 256))
+    b = RNG.standard_normal((256, 256))
+    ta, tb = tl.asarray(a), tl.asarray(b)
+    left = tl.tanh(ta @ ta) + 1.0
+    right = tl.sin(tb @ tb.T) * 2.0
+    both = left.sum() + right.sum()
+    for threads in (1, 2, 4):
+        np.testing.assert_allclose(
+            both.evaluate(device="cuda:0", threads=threads),
+            np.tanh(a @ a).sum() + 256 * 256 + 2 * np.sin(b @ b.T).sum(),
+            rtol=1e-10,
+        )

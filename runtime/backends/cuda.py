@@ -119,6 +119,21 @@ class Backend:
     def synchronize(self) -> None:
         self.device.synchronize()
 
+    # ---- streams (the scheduler gives each worker thread its own) -------------------------
+    def worker_stream(self):
+        with self.device:
+            return cp.cuda.Stream(non_blocking=True)
+
+    def record_event(self, stream):
+        # The worker waits for its stream before handing the value on: memory freed after
+        # the last consumer returns to CuPy's pool only once no stream still reads it.
+        stream.synchronize()
+        return None
+
+    def wait_event(self, stream, event) -> None:
+        if event is not None:
+            stream.wait_event(event)
+
     def memory_stats(self) -> dict[str, int]:
         pool = cp.get_default_memory_pool()
         return {"used_bytes": pool.used_bytes(), "total_bytes": pool.total_bytes()}
