@@ -1,6 +1,7 @@
 """The graph layer: what the computation is (IR nodes, op rules, the Tensor front end)."""
 
 from tenloom.graph import (  # noqa: F401  (register ops)
+    autodiff_rules,  # registers the VJP rules
     ops_contract,
     ops_elementwise,
     ops_fused,

@@ -3,6 +3,7 @@
 Build computations lazily with the functions below, then ``evaluate`` them.
 """
 
+from tenloom.autodiff import grad, hvp, jvp, value_and_grad, vjp
 from tenloom.explain import explain
 from tenloom.graph.api import (
     abs,

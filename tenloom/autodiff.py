@@ -1,0 +1,99 @@
+"""``grad``, ``value_and_grad``, ``vjp`` and ``jvp``: derivatives as lazy graphs.
+
+Before differentiating, the forward graph goes through the passes up to the contraction order
+(canonicalize, merge, pre-reduce, CSE, order). Each n-ary network is then a tree of pairwise
+contractions, and the reverse sweep emits two pairwise contractions per tree node that reuse
+the forward intermediates (the "environments"): a gradient with respect to every tensor of a
+network costs a small multiple of the forward pass rather than one network per tensor.
+The inputs are kept as outputs of that pre-pass, so they survive it (as nodes of equal value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tenloom.graph import api
+from tenloom.graph.autodiff import vjp_nodes
+from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
+from tenloom.graph.graph import Graph
+from tenloom.graph.tensor import Tensor
+from tenloom.passes import run_pipeline
+
+PRE_GRAD = ("canonicalize", "merge_contractions", "prereduce", "cse", "contraction_order")
+
+
+def _as_list(xs: Any) -> tuple[list[Tensor], bool]:
+    if isinstance(xs, Tensor):
+        return [xs], True
+    return list(xs), False
+
+
+def vjp(outputs: Any, inputs: Any, cotangents: Any) -> Any:
+    """Input cotangents J^H c for output cotangents ``cotangents`` (lazy Tensors)."""
+    outs, single_out = _as_list(outputs)
+    ins, single_in = _as_list(inputs)
+    cts, _ = _as_list(cotangents)
+    if len(cts) != len(outs):
+        raise ShapeError(f"vjp: {len(cts)} cotangents for {len(outs)} outputs")
+    ct_nodes = [api.lift(c, "vjp") for c in cts]
+    for o, c in zip(outs, ct_nodes):
+        if c.shape != o.shape:
+            raise ShapeError(
+                f"vjp: cotangent of shape {fmt_shape(c.shape)} for an output of shape "
+                f"{fmt_shape(o.shape)}"
+            )
+    graph = Graph(tuple(api.lift(t, "vjp") for t in (*outs, *ins)))
+    pre, _ = run_pipeline(graph, PRE_GRAD)
+    outs_n = pre.outputs[: len(outs)]
+    ins_n = pre.outputs[len(outs) :]
+    grads = vjp_nodes(outs_n, ins_n, ct_nodes)
+    result = []
+    for x, g in zip(ins, grads):
+        result.append(Tensor(g) if g is not None else api.zeros(x.shape, x.dtype))
+    return result[0] if single_in else result
+
+
+def grad(loss: Tensor, inputs: Any) -> Any:
+    """Gradient of a real scalar ``loss`` with respect to each of ``inputs`` (lazy Tensors)."""
+    if loss.shape != ():
+        raise ShapeError(f"grad: the loss must be a scalar, got shape {fmt_shape(loss.shape)}")
+    if loss.dtype.kind != "f":
+        raise DTypeError(f"grad: the loss must be real floating point, got {loss.dtype}")
+    return vjp(loss, inputs, api.ones((), loss.dtype))
+
+
+def value_and_grad(loss: Tensor, inputs: Any) -> tuple[Tensor, Any]:
+    return loss, grad(loss, inputs)
+
+
+def jvp(outputs: Any, inputs: Any, tangents: Any) -> Any:
+    """Output tangents J t (lazy Tensors), as the transpose of the VJP: the VJP is linear in
+    its cotangent u, and differentiating u -> J^H u with respect to u along t gives J t."""
+    outs, single_out = _as_list(outputs)
+    ins, _ = _as_list(inputs)
+    tans, _ = _as_list(tangents)
+    if len(tans) != len(ins):
+        raise ShapeError(f"jvp: {len(tans)} tangents for {len(ins)} inputs")
+    for x, t in zip(ins, tans):
+        if tuple(t.shape) != x.shape:
+            raise ShapeError(
+                f"jvp: tangent of shape {fmt_shape(t.shape)} for an input of shape "
+                f"{fmt_shape(x.shape)}"
+            )
+    us = [api.placeholder(o.shape, o.dtype, name="jvp_dual") for o in outs]
+    h = vjp(outs, ins, us)
+    h = [h] if isinstance(h, Tensor) else h
+    result = vjp(h, us, [api.asarray(t) if not isinstance(t, Tensor) else t for t in tans])
+    result = [result] if isinstance(result, Tensor) else result
+    return result[0] if single_out else result
+
+
+def hvp(loss: Tensor, inputs: Sequence[Tensor], vectors: Sequence[Tensor]) -> list[Tensor]:
+    """Hessian-vector products: the gradient of <grad(loss), v>."""
+    g = grad(loss, list(inputs))
+    inner = None
+    for gi, v in zip(g, vectors):
+        term = api.sum(api.real(gi * api.conj(v)))
+        inner = term if inner is None else inner + term
+    return grad(inner, list(inputs))
