@@ -12,6 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 from tenloom.graph import api as T
+from tenloom.graph import (  # noqa: F401  (the ops must be defined before rules attach)
+    ops_contract,
+    ops_elementwise,
+    ops_fused,
+    ops_leaf,
+    ops_movement,
+    ops_reduce,
+)
 from tenloom.graph.ops import Op, register_vjp
 from tenloom.graph.ops_movement import as_slice
 from tenloom.graph.tensor import Tensor
