@@ -1,0 +1,189 @@
+"""W8: the cost of a gradient relative to the forward pass, against JAX and torch.
+
+    python benchmarks/grad_ratio.py [--repeats 5]
+
+For W3 (closed lattice 6x6, D=6, seed 1) and W2 (MPS/MPO expectation built site by site,
+L=100, chi=64, MPO bond 5, seed 2; --quick uses L=40, chi=32), each framework evaluates the
+network value alone and then the value with its gradient with respect to every tensor;
+reported is time(value_and_grad) / time(forward) per framework (medians of --repeats runs
+after a warm-up, in one process on the same arrays), plus our backward flops from the cost
+model. Writes benchmarks/results/grad_ratio.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import time
+
+import numpy as np
+
+import tenloom as tl
+
+
+def lattice():
+    import cotengra as ctg
+
+    inputs, output, shapes, sizes = ctg.utils.lattice_equation([6, 6], d_min=6, d_max=6, seed=1)
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(s) / np.sqrt(np.prod(s)) ** 0.5 for s in shapes]
+    return inputs, output, arrays
+
+
+def mps(L: int, chi: int):
+    rng = np.random.default_rng(2)
+    inputs, arrays = [], []
+    left = ("l0a", "l0b", "l0c")
+    arrays.append(np.ones((1, 1, 1)))
+    inputs.append(left)
+    for i in range(L):
+        cl = 1 if i == 0 else chi
+        cr = 1 if i == L - 1 else chi
+        wl = 1 if i == 0 else 5
+        wr = 1 if i == L - 1 else 5
+        a = rng.standard_normal((cl, 2, cr)) / np.sqrt(cl * 2)
+        w = rng.standard_normal((wl, 2, 2, wr)) / np.sqrt(2 * wl)
+        d, e, f, p, q = (f"{x}{i}" for x in "defpq")
+        arrays += [a, w, a.copy()]
+        inputs += [(left[0], p, d), (left[1], p, q, e), (left[2], q, f)]
+        left = (d, e, f)
+    return inputs, (), arrays
+
+
+def median_time(fn, repeats: int) -> float:
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def bench_tenloom(inputs, output, arrays, repeats):
+    labels: dict = {}
+    ts = [tl.asarray(a) for a in arrays]
+    args: list = []
+    for t, term in zip(ts, inputs):
+        args += [t, [labels.setdefault(x, len(labels)) for x in term]]
+    value = tl.einsum(*args, [labels[x] for x in output])
+    grads = tl.grad(value, ts)
+    fwd = median_time(lambda: value.evaluate(), repeats)
+    both = median_time(lambda: tl.evaluate(value, *grads), repeats)
+    f_fwd = tl.explain(value).after.flops
+    f_both = tl.explain(value, *grads).after.flops
+    return {
+        "forward_s": fwd,
+        "value_and_grad_s": both,
+        "ratio": both / fwd,
+        "forward_flops": f_fwd,
+        "backward_flops": f_both - f_fwd,
+        "value": float(value.evaluate()),
+    }
+
+
+def _path(inputs, output, arrays):
+    import cotengra as ctg
+
+    sizes = {}
+    for t, a in zip(inputs, arrays):
+        sizes.update(zip(t, a.shape))
+    tree = ctg.array_contract_tree(inputs, output, sizes, optimize="auto")
+    return tree
+
+
+def bench_jax(inputs, output, arrays, repeats):
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    tree = _path(inputs, output, arrays)
+
+    def f(*xs):
+        return tree.contract(list(xs), backend="jax")
+
+    fj = jax.jit(f)
+    gj = jax.jit(jax.value_and_grad(f, argnums=tuple(range(len(arrays)))))
+    xs = [jnp.asarray(a) for a in arrays]
+    fwd = median_time(lambda: fj(*xs).block_until_ready(), repeats)
+    both = median_time(lambda: jax.block_until_ready(gj(*xs)), repeats)
+    return {
+        "forward_s": fwd,
+        "value_and_grad_s": both,
+        "ratio": both / fwd,
+        "value": float(fj(*xs)),
+    }
+
+
+def bench_torch(inputs, output, arrays, repeats):
+    import torch
+
+    tree = _path(inputs, output, arrays)
+    xs = [torch.tensor(a, requires_grad=True) for a in arrays]
+
+    def fwd_fn():
+        with torch.no_grad():
+            return tree.contract(xs, backend="torch")
+
+    def both_fn():
+        for x in xs:
+            x.grad = None
+        v = tree.contract(xs, backend="torch")
+        v.backward()
+        return v
+
+    fwd = median_time(fwd_fn, repeats)
+    both = median_time(both_fn, repeats)
+    return {
+        "forward_s": fwd,
+        "value_and_grad_s": both,
+        "ratio": both / fwd,
+        "value": float(fwd_fn()),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    workloads = {
+        "W3 lattice 6x6 D=6": lattice(),
+        "W2 MPS/MPO": mps(40, 32) if args.quick else mps(100, 64),
+    }
+    results = {}
+    for name, (inputs, output, arrays) in workloads.items():
+        row = {"tenloom": bench_tenloom(inputs, output, arrays, args.repeats)}
+        for peer, fn in (("jax", bench_jax), ("torch", bench_torch)):
+            try:
+                row[peer] = fn(inputs, output, arrays, args.repeats)
+            except Exception as e:  # a missing or failing peer is recorded, not fatal
+                row[peer] = {"error": f"{type(e).__name__}: {e}"}
+        ref = row["tenloom"]["value"]
+        for peer in ("jax", "torch"):
+            v = row[peer].get("value")
+            if v is not None:
+                assert abs(v - ref) <= 1e-8 * max(1.0, abs(ref)), (name, peer, v, ref)
+        results[name] = row
+        print(f"{name}")
+        for fw, r in row.items():
+            if "error" in r:
+                print(f"  {fw:8s} error: {r['error']}")
+            else:
+                print(
+                    f"  {fw:8s} forward {r['forward_s'] * 1e3:9.2f} ms  value+grad "
+                    f"{r['value_and_grad_s'] * 1e3:9.2f} ms  ratio {r['ratio']:.2f}"
+                )
+        t = row["tenloom"]
+        print(
+            f"  tenloom flops: forward {t['forward_flops']:.3g}, backward "
+            f"{t['backward_flops']:.3g} ({t['backward_flops'] / t['forward_flops']:.2f}x)"
+        )
+    out = pathlib.Path(__file__).parent / "results" / "grad_ratio.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
