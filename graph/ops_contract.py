@@ -184,10 +184,10 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple):
     matmul = np.matmul
 
     def run(a, b):
-        if a_only:
-            a = a.sum(axis=a_only)
+        if a_only:  # keep the dtype, as einsum does (NumPy's sum would promote ints)
+            a = a.sum(axis=a_only, dtype=a.dtype)
         if b_only:
-            b = b.sum(axis=b_only)
+            b = b.sum(axis=b_only, dtype=b.dtype)
         if pa is not None:
             a = a.transpose(pa)
         if pb is not None:

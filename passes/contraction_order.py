@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import tempfile
 import threading
 from collections import Counter
 from typing import Any
@@ -39,7 +40,7 @@ def _optimizer(optimize: Any, progress: bool):
         return "auto", "auto"
     if optimize == "greedy":
         return "greedy", "greedy"
-    if optimize in ("optimal", "dp"):
+    if optimize == "optimal":
         return "optimal", "optimal"
     if optimize == "hyper":
         optimize = {"method": "hyper"}
@@ -108,10 +109,10 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
             _CACHE[sig] = ssa
         if cache_dir:
             os.makedirs(os.fspath(cache_dir), exist_ok=True)
-            tmp = f"{path_file}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
+            fd, tmp = tempfile.mkstemp(dir=os.fspath(cache_dir), suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
                 json.dump({"signature": repr(sig), "ssa_path": ssa}, f)
-            os.replace(tmp, path_file)
+            os.replace(tmp, path_file)  # atomic: readers see the old file or the new one
     return ssa
 
 

@@ -83,6 +83,10 @@ def graph_flops(graph: Graph) -> int:
     return sum(node_flops(n) for n in graph.order)
 
 
+# leaves whose memory exists before evaluation (full and eye are allocated when they run)
+PREEXISTING = frozenset({Op.CONST, Op.PLACEHOLDER})
+
+
 def peak_bytes(graph: Graph) -> int:
     """Predicted peak bytes of intermediates and outputs when run in ``graph.order``.
 
@@ -96,11 +100,11 @@ def peak_bytes(graph: Graph) -> int:
     outputs = {id(o) for o in graph.outputs}
     live = peak = 0
     for node in graph.order:
-        if OPS[node.op].kind is not OpKind.LEAF:
+        if node.op not in PREEXISTING:
             live += node.nbytes
             peak = max(peak, live)
         for i in node.inputs:
             remaining[id(i)] -= 1
-            if remaining[id(i)] == 0 and id(i) not in outputs and OPS[i.op].kind is not OpKind.LEAF:
+            if remaining[id(i)] == 0 and id(i) not in outputs and i.op not in PREEXISTING:
                 live -= i.nbytes
     return peak

@@ -2,9 +2,9 @@
 
 Hash-consing already makes structurally identical nodes one object. This pass also puts the
 operands of commutative elementwise ops in one order, so that ``a + b`` and ``b + a`` (and
-``a * b`` / ``b * a``, ``maximum``, ``==``, ...) become one node:
+``a * b`` / ``b * a``, ``==``, ...) become one node:
 
-    op(b, a) -> op(a, b)   for op in {add, mul, maximum, minimum, eq, ne, and, or, xor}
+    op(b, a) -> op(a, b)   for op in {add, mul, eq, ne, and, or, xor}
                            when a's structural fingerprint is smaller than b's
 
 The fingerprint hashes a node's op, attributes and its inputs' fingerprints (sorted for the
@@ -21,9 +21,8 @@ from tenloom.graph.ops import Op
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph
 
-COMMUTATIVE = frozenset(
-    {Op.ADD, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR}
-)
+# maximum and minimum are left out: maximum(-0.0, 0.0) and maximum(0.0, -0.0) differ in sign
+COMMUTATIVE = frozenset({Op.ADD, Op.MUL, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR})
 
 
 @register_pass("cse")

@@ -56,7 +56,8 @@ TEMPLATES: dict[Op, str] = {
 }
 ARITH = frozenset(np.dtype(n) for n in ("int32", "int64", "float32", "float64", "complex128"))
 BOOL = np.dtype(bool)
-FLOAT_ONLY = frozenset({Op.DIV, Op.POW, Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH})
+# numexpr computes these in floating point only (abs of an integer comes back as float64)
+FLOAT_ONLY = frozenset({Op.DIV, Op.POW, Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH, Op.ABS})
 NOT_COMPLEX = frozenset({Op.ABS, Op.LT, Op.LE, Op.GT, Op.GE, Op.MAXIMUM, Op.MINIMUM})
 BOOL_ONLY = frozenset({Op.AND, Op.OR, Op.INVERT})
 

@@ -76,15 +76,18 @@ _UNITS = {
 
 def parse_bytes(limit: Any) -> int:
     """``memory_limit`` as bytes: an int, or a string such as "4GiB", "512 MB"."""
-    if isinstance(limit, int) and not isinstance(limit, bool):
-        if limit <= 0:
-            raise ValueError(f"memory_limit={limit!r} must be positive")
-        return limit
-    if isinstance(limit, str):
+    value = None
+    if isinstance(limit, (int, float, np.integer, np.floating)) and not isinstance(limit, bool):
+        value = int(limit)
+    elif isinstance(limit, str):
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", limit)
         if m and m.group(2).lower() in _UNITS:
-            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    raise ValueError(f"memory_limit={limit!r} is not a size like 1000000 or '4GiB'")
+            value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value is None:
+        raise ValueError(f"memory_limit={limit!r} is not a size like 1000000 or '4GiB'")
+    if value < 1:
+        raise ValueError(f"memory_limit={limit!r} must be at least one byte")
+    return value
 
 
 def check_memory_limit(graph: Graph, limit: int) -> None:

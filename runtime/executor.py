@@ -14,7 +14,7 @@ import numpy as np
 from tenloom.graph.errors import DTypeError, EvaluationError, ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
-from tenloom.graph.ops import Op
+from tenloom.graph.ops import Op, as_array
 from tenloom.runtime import testing
 from tenloom.runtime.program import Program, compile_program
 
@@ -135,15 +135,25 @@ def _run_sequential(prog, bound, backend, device, leaf_roots) -> list[Any]:
 
 
 def _finish(graph: Graph, vals: list[Any], backend: Any, to_host: bool, leaf_roots: set[int]):
+    """Outputs as fresh arrays: never the memory of a constant or an input, never shared
+    between two outputs (``evaluate(y, y)`` gives two arrays), writable."""
     results = []
+    taken = set(leaf_roots)
     for v, out in zip(vals, graph.outputs):
         if not to_host:
-            results.append(v.copy() if id(v) in leaf_roots else v)
+            v = as_array(v)
+            rid = id(_root(v)) if isinstance(v, np.ndarray) else id(v)
+            if rid in taken:
+                v = v.copy()
+                rid = id(v)
+            taken.add(rid)
+            results.append(v)
             continue
         arr = np.asarray(backend.to_host(v))
         if arr.dtype != out.dtype:
             arr = arr.astype(out.dtype)
-        if not arr.flags.writeable or id(_root(arr)) in leaf_roots:
+        if not arr.flags.writeable or id(_root(arr)) in taken:
             arr = arr.copy()
+        taken.add(id(_root(arr)))
         results.append(arr)
     return results

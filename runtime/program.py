@@ -28,7 +28,7 @@ class Step:
 
 @dataclass
 class Program:
-    graph: Graph
+    # no reference to the graph: programs live in a side table weakly keyed by the graph
     steps: list[Step]
     outputs: tuple[int, ...]
     n_slots: int
@@ -58,4 +58,4 @@ def compile_program(graph: Graph, backend: Any) -> Program:
                 tuple(dict.fromkeys(frees.get(k, ()))),
             )
         )
-    return Program(graph, steps, tuple(slot[id(o)] for o in graph.outputs), len(order))
+    return Program(steps, tuple(slot[id(o)] for o in graph.outputs), len(order))

@@ -20,10 +20,17 @@ import heapq
 import threading
 from typing import Any
 
+import numpy as np
 from tenloom.graph.errors import EvaluationError
 from tenloom.graph.ops import Op
 from tenloom.runtime import testing
 from tenloom.runtime.program import Program
+
+
+def _root(arr):
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
 
 
 def _describe(node, device: str) -> str:
@@ -91,7 +98,8 @@ def run_concurrent(
                     except Exception as e:
                         failure = (k, e)
                         break
-                    leaf_roots.add(id(values[k]))
+                    v = values[k]
+                    leaf_roots.add(id(_root(v)) if isinstance(v, np.ndarray) else id(v))
                     done_count += 1
                     _release(k, consumers, waiting, ready)
                     continue

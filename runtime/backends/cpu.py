@@ -113,7 +113,7 @@ class Backend:
                 return lambda *xs: self._run_fused(node, xs)
             return self._small_fused(node.attrs[0])
         ref, attrs = OPS[node.op].ref, node.attrs
-        if node.op is Op.SUM and node.inputs[0].size >= PARALLEL_SUM:
+        if node.op is Op.SUM and node.attrs[0] and node.inputs[0].size >= PARALLEL_SUM:
             return parallel_sum_kernel(node, ref)
         return lambda *xs: ref(xs, attrs)
 
@@ -143,6 +143,8 @@ class Backend:
             expr = self._exprs[program] = expression(program)
         local = {f"in{i}": a for i, a in enumerate(args)}
         out = self._ne.evaluate(expr, local_dict=local, global_dict={})
+        if out.dtype != node.dtype:  # numexpr typed it differently: take the exact path
+            return self._small_fused(program)(*args)
         if out.shape != node.shape:  # numexpr keeps 0-d results 0-d; broadcasting is exact
             out = np.broadcast_to(out, node.shape)
         return out

@@ -1,0 +1,110 @@
+"""Regressions found in review: each test is a bug that existed once."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import tenloom as tl
+
+
+def test_fused_integer_abs_keeps_its_dtype_and_value():
+    x = np.full((64, 48), 2**60 + 1, np.int64)
+    y = abs(tl.asarray(x) + 1)
+    assert y.evaluate()[0, 0] == 2**60 + 2
+    assert tl.sum(y).evaluate() == np.sum(np.abs(x + 1))  # int64 wraps as in NumPy
+    z = np.random.default_rng(0).integers(-20, 20, (64, 48)).astype(np.int32)
+    np.testing.assert_array_equal(tl.invert(abs(tl.asarray(z) * 2)).evaluate(), ~np.abs(z * 2))
+
+
+def test_sum_over_no_axes_of_a_big_array():
+    x = np.arange(1 << 20).reshape(1024, 1024)
+    out = tl.sum(tl.asarray(x), axis=()).evaluate()
+    np.testing.assert_array_equal(out, np.sum(x, axis=()))
+
+
+def test_evaluated_graphs_do_not_keep_their_constants_alive():
+    from tenloom.runtime import evaluate as ev
+
+    refs = []
+    for _ in range(5):
+        a = np.random.default_rng(0).random((50, 50))
+        (tl.asarray(a) @ tl.asarray(a) + 1.0).evaluate()
+        refs.append(weakref.ref(a))
+        del a
+    ev._OPTIMIZED.clear()  # the bounded cache of optimized graphs holds its entries on purpose
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def test_threads_sharing_a_cache_dir(tmp_path):
+    from tenloom.passes import contraction_order as co
+
+    co._CACHE.clear()
+    rng = np.random.default_rng(1)
+    mats = [tl.asarray(rng.standard_normal((4, 4))) for _ in range(4)]
+    t = tl.einsum("ij,jk,kl,li->", *mats)
+    barrier = threading.Barrier(8)
+    errors: list = []
+
+    def work():
+        barrier.wait()
+        try:
+            for _ in range(5):
+                co._CACHE.clear()
+                tl.evaluate(t, optimize="greedy", cache_dir=tmp_path, passes=None)
+        except Exception as e:  # pragma: no cover - the bug
+            errors.append(e)
+
+    ts = [threading.Thread(target=work) for _ in range(8)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    assert not errors
+
+
+def test_contract_keeps_integer_and_bool_dtypes_when_summing_lone_labels():
+    rng = np.random.default_rng(2)
+    passes = ("canonicalize", "eliminate_permutations")
+    ab, bb = rng.random((3, 4)) > 0.5, rng.random((4, 5)) > 0.5
+    got = (~tl.einsum("ij,jk->i", tl.asarray(ab), tl.asarray(bb))).evaluate(passes=passes)
+    np.testing.assert_array_equal(got, ~np.einsum("ij,jk->i", ab, bb))
+    a = rng.integers(0, 2**30, (3, 4, 5)).astype(np.int32)
+    b = rng.integers(0, 2**30, (4, 6)).astype(np.int32)
+    got = (tl.einsum("ijk,jl->il", tl.asarray(a), tl.asarray(b)) // 7).evaluate(passes=passes)
+    np.testing.assert_array_equal(got, np.einsum("ijk,jl->il", a, b) // 7)
+
+
+def test_memory_limit_counts_arrays_created_at_run_time():
+    with pytest.raises(tl.MemoryLimitError):
+        tl.full((2000, 2000), 1.0).evaluate(memory_limit=1000)
+    with pytest.raises(tl.MemoryLimitError):
+        (tl.zeros((2000, 2000)) + 1).evaluate(memory_limit=1000)
+    with pytest.raises(tl.MemoryLimitError):
+        tl.eye(2000).evaluate(memory_limit="1MB")
+    with pytest.raises(ValueError):
+        tl.eye(2).evaluate(memory_limit="0GiB")
+
+
+def test_outputs_never_share_memory_with_inputs_or_each_other():
+    big = np.arange(12.0).reshape(3, 4)
+    assert not np.shares_memory(tl.asarray(big).T.evaluate(to_host=False), big)
+    assert not np.shares_memory(tl.asarray(big[1:]).evaluate(to_host=False), big)
+    y = tl.asarray(big) * 2.0
+    a, b = tl.evaluate(y, y)
+    assert a is not b and not np.shares_memory(a, b)
+    c, d = tl.evaluate(y, y.T)
+    assert not np.shares_memory(c, d)
+    s = (tl.asarray(1.0) + tl.asarray(2.0) * 3).evaluate(to_host=False)
+    assert isinstance(s, np.ndarray) and s.shape == ()
+
+
+def test_maximum_keeps_the_sign_of_zero_through_the_pipeline():
+    a, b = tl.asarray(np.array([-0.0])), tl.asarray(np.array([0.0]))
+    y = tl.maximum(a, b) + tl.maximum(b, a) * 0
+    np.testing.assert_array_equal(np.signbit(y.evaluate()), np.signbit(y.evaluate(passes=())))
