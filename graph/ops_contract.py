@@ -181,7 +181,7 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple):
     c_shape = tuple(sizes[lab] for lab in natural)
     pc = tuple(natural.index(lab) for lab in out)
     pc = None if pc == tuple(range(len(pc))) else pc
-    matmul = np.matmul
+    matmul, dot = np.matmul, np.dot
 
     def run(a, b):
         if a_only:  # keep the dtype, as einsum does (NumPy's sum would promote ints)
@@ -192,7 +192,10 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple):
             a = a.transpose(pa)
         if pb is not None:
             b = b.transpose(pb)
-        c = matmul(a.reshape(nb, nl, nk), b.reshape(nb, nk, nr)).reshape(c_shape)
+        if nb == 1:  # plain GEMM: np.dot takes transposed views straight to BLAS
+            c = dot(a.reshape(nl, nk), b.reshape(nk, nr)).reshape(c_shape)
+        else:
+            c = matmul(a.reshape(nb, nl, nk), b.reshape(nb, nk, nr)).reshape(c_shape)
         return c if pc is None else c.transpose(pc)
 
     return run
