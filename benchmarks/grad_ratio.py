@@ -153,20 +153,24 @@ def main() -> None:
         "W3 lattice 6x6 D=6": lattice(),
         "W2 MPS/MPO": mps(40, 32) if args.quick else mps(100, 64),
     }
-    results = {}
-    for name, (inputs, output, arrays) in workloads.items():
-        row = {"tenloom": bench_tenloom(inputs, output, arrays, args.repeats)}
-        for peer, fn in (("jax", bench_jax), ("torch", bench_torch)):
+    # Framework by framework (all of tenloom's runs first, then JAX's, then torch's): their
+    # thread pools spin for a while after work and would slow whoever runs next.
+    results: dict = {name: {} for name in workloads}
+    for fw, fn in (("tenloom", bench_tenloom), ("jax", bench_jax), ("torch", bench_torch)):
+        for name, (inputs, output, arrays) in workloads.items():
             try:
-                row[peer] = fn(inputs, output, arrays, args.repeats)
+                results[name][fw] = fn(inputs, output, arrays, args.repeats)
             except Exception as e:  # a missing or failing peer is recorded, not fatal
-                row[peer] = {"error": f"{type(e).__name__}: {e}"}
+                if fw == "tenloom":
+                    raise
+                results[name][fw] = {"error": f"{type(e).__name__}: {e}"}
+        time.sleep(1.0)
+    for name, row in results.items():
         ref = row["tenloom"]["value"]
         for peer in ("jax", "torch"):
             v = row[peer].get("value")
             if v is not None:
                 assert abs(v - ref) <= 1e-8 * max(1.0, abs(ref)), (name, peer, v, ref)
-        results[name] = row
         print(f"{name}")
         for fw, r in row.items():
             if "error" in r:

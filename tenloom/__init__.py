@@ -90,5 +90,6 @@ from tenloom.graph.tensor import Tensor
 from tenloom.inspect import dump
 from tenloom.runtime.devices import Device, devices
 from tenloom.runtime.evaluate import evaluate, evaluate_async
+from tenloom.runtime.plan import Plan, compile, function
 
 __version__ = "0.1.0"
