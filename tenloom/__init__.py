@@ -87,7 +87,7 @@ from tenloom.graph.errors import (
     TenloomError,
 )
 from tenloom.graph.tensor import Tensor
-from tenloom.inspect import dump
+from tenloom.inspect import dump, to_networkx
 from tenloom.runtime.devices import Device, devices
 from tenloom.runtime.evaluate import evaluate, evaluate_async
 from tenloom.runtime.plan import Plan, compile, function

@@ -26,3 +26,28 @@ def graph_sizes(*tensors: Any, **opts: Any) -> tuple[int, int]:
     graph = build_graph(tensors)
     optimized, _ = run_pipeline(graph, opts.get("passes"), opts)
     return len(graph), len(optimized)
+
+
+def to_networkx(*tensors: Any, optimized: bool = False, **opts: Any):
+    """The graph as a ``networkx.MultiDiGraph``: one node per graph node (attributes op,
+    shape, dtype, source), one edge per input slot (attribute ``slot``); outputs are marked."""
+    import networkx as nx
+
+    graph = build_graph(tensors)
+    if optimized:
+        graph, _ = run_pipeline(graph, opts.get("passes"), opts)
+    g = nx.MultiDiGraph()
+    index = {id(n): k for k, n in enumerate(graph.order)}
+    outputs = {id(o) for o in graph.outputs}
+    for node in graph.order:
+        g.add_node(
+            index[id(node)],
+            op=node.op.value,
+            shape=node.shape,
+            dtype=node.dtype.name,
+            source=node.where,
+            output=id(node) in outputs,
+        )
+        for slot, x in enumerate(node.inputs):
+            g.add_edge(index[id(x)], index[id(node)], slot=slot, nbytes=x.nbytes)
+    return g

@@ -235,3 +235,16 @@ def test_demo_runs():
     from tenloom.cli import main
 
     assert main(["demo", "--sites", "8", "--chi", "8"]) == 0
+
+
+def test_to_networkx_and_cli_devices(capsys):
+    from tenloom.cli import main
+
+    a = tl.asarray(np.ones((2, 3)))
+    g = tl.to_networkx(tl.exp(a) @ a.T)
+    assert g.number_of_nodes() == 4
+    ops = sorted(d["op"] for _, d in g.nodes(data=True))
+    assert ops == ["const", "exp", "matmul", "transpose"]
+    assert sum(1 for *_, d in g.edges(data=True) if d["slot"] == 1) == 1
+    assert main(["devices"]) == 0
+    assert "cpu:0" in capsys.readouterr().out
