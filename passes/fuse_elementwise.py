@@ -100,7 +100,10 @@ def expression(program: tuple) -> str:
     exprs: list[str] = []
     for op, _attrs, args in program:
         parts = [f"in{i}" if kind == "in" else exprs[i] for kind, i in args]
-        exprs.append(TEMPLATES[op].format(*parts))
+        if op is Op.MUL and args[0] == args[1] and args[0][0] == "step":
+            exprs.append(f"({parts[0]} ** 2)")  # evaluates the shared operand once
+        else:
+            exprs.append(TEMPLATES[op].format(*parts))
     return exprs[-1]
 
 
@@ -110,18 +113,22 @@ def _joins(x_dt: np.dtype | None, dt: np.dtype) -> bool:
 
 
 def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype):
-    """Absorb single-use fusable inputs into root's region, breadth-first, within the caps.
-    Returns (program, inputs) or None for a one-op region."""
+    """Absorb fusable inputs that feed nothing else into root's region, breadth-first. A value
+    read twice by one multiply (``y * y``) is absorbed too: it is written ``y**2``, which
+    numexpr computes from one evaluation of ``y`` (numexpr has no common subexpressions, so
+    any other repeated use would compute the whole subtree twice). When the region passes a cap,
+    the members added last are given back until it fits. Returns (program, inputs, member
+    ids), or None for a region of one op."""
     members = [root]
     member_ids = {id(root)}
     frontier = [root]
     while frontier and len(members) < MAX_OPS:
         node = frontier.pop(0)
-        for x in node.inputs:
+        for x in dict.fromkeys(node.inputs):
             if (
                 id(x) not in member_ids
                 and id(x) not in taken
-                and uses.get(id(x), 0) == 1
+                and (uses.get(id(x), 0) == 1 or _square_of(node, x, uses))
                 and OPS[x.op].kind is OpKind.ELEMENTWISE
                 and _joins(region_dtype(x), dt)
                 and len(members) < MAX_OPS
@@ -129,19 +136,24 @@ def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype):
                 members.append(x)
                 member_ids.add(id(x))
                 frontier.append(x)
-    if len(members) < 2:
-        return None
-    # evaluation order: members sorted so inputs come first (reverse BFS order works: a member's
-    # member-inputs were discovered after it)
-    order = members[::-1]
+    while len(members) >= 2:
+        program, inputs = _program(members, member_ids)
+        if len(inputs) <= MAX_INPUTS and len(expression(program)) <= MAX_CHARS:
+            return program, inputs, member_ids
+        member_ids.discard(id(members.pop()))  # BFS order: the last one feeds an earlier one
+    return None
+
+
+def _program(members: list[Node], member_ids: set[int]):
+    # evaluation order: reversed BFS order puts every member after its member inputs
     step_of: dict[int, int] = {}
     inputs: list[Node] = []
     input_of: dict[int, int] = {}
     program = []
-    for m in order:
+    for m in members[::-1]:
         args = []
         for x in m.inputs:
-            if id(x) in step_of:
+            if id(x) in member_ids:
                 args.append(("step", step_of[id(x)]))
             else:
                 if id(x) not in input_of:
@@ -150,10 +162,11 @@ def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype):
                 args.append(("in", input_of[id(x)]))
         step_of[id(m)] = len(program)
         program.append((m.op, m.attrs, tuple(args)))
-    program = tuple(program)
-    if len(inputs) > MAX_INPUTS or len(expression(program)) > MAX_CHARS:
-        return None
-    return program, inputs, member_ids
+    return tuple(program), inputs
+
+
+def _square_of(node: Node, x: Node, uses: dict[int, int]) -> bool:
+    return node.op is Op.MUL and node.inputs[0] is x and node.inputs[1] is x and uses[id(x)] == 2
 
 
 @register_pass("fuse_elementwise")
