@@ -296,3 +296,23 @@ def test_full_pipeline_matches_no_passes(outs):
     reference = tl.evaluate(*outs, passes=())
     for r, v in zip(reference, tl.evaluate(*outs)):
         np.testing.assert_allclose(v, r, rtol=1e-9, atol=1e-12)
+
+
+def test_squares_join_fused_regions_and_oversized_regions_are_trimmed():
+    from tenloom.passes import fuse_elementwise as fe
+
+    x = tl.asarray(arr(5000))
+    y = x
+    for _ in range(40):
+        y = y * 0.9 + x
+        y = y * y * 0.01
+    g = optimized(y)
+    fused = [n for n in g.order if n.op is Op.FUSED]
+    assert fused and all(len(fe.expression(n.attrs[0])) <= fe.MAX_CHARS for n in fused)
+    assert any("** 2" in fe.expression(n.attrs[0]) for n in fused)
+    expected = x.evaluate()
+    xe = expected.copy()
+    for _ in range(40):
+        expected = expected * 0.9 + xe
+        expected = expected * expected * 0.01
+    np.testing.assert_allclose(y.evaluate(), expected, rtol=1e-12)
