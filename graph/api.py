@@ -21,7 +21,6 @@ from tenloom.graph.errors import (
     IndexingError,
     IndexOutOfBoundsError,
     ShapeError,
-    TenloomError,
     fmt_shape,
 )
 from tenloom.graph.node import Node, make_node
@@ -749,6 +748,3 @@ def inner(a, b) -> Tensor:
     if an.ndim == 0 or bn.ndim == 0:
         return multiply(_t(an), _t(bn))
     return tensordot(_t(an), _t(bn), ([an.ndim - 1], [bn.ndim - 1]))
-
-
-__all__ = [name for name in dir() if not name.startswith("_")] + ["TenloomError"]

@@ -108,8 +108,6 @@ def explain(*tensors: Any, **opts: Any) -> Report:
     final, ctx = run_pipeline(graph, opts.get("passes"), opts, on_pass=on_pass)
     for name, g in captured.items():
         rows.append(_row(name, g, ctx.stats.get(name)))
-        if name == "contraction_order" or (not networks and name == list(captured)[-1]):
-            pass
     # networks: from the graph handed to contraction_order (or the last graph without it)
     names = list(captured)
     src = None

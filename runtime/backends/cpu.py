@@ -117,15 +117,6 @@ class Backend:
             return parallel_sum_kernel(node, ref)
         return lambda *xs: ref(xs, attrs)
 
-    def run(self, node: Node, args: Sequence[np.ndarray]) -> np.ndarray:
-        """Compute ``node`` from its input arrays."""
-        # numexpr's fixed cost (~20 us a call) only pays off on arrays of some size
-        if node.op is Op.FUSED:
-            if self._ne is not None and node.size >= SMALL:
-                return self._run_fused(node, args)
-            return self._small_fused(node.attrs[0])(*args)
-        return OPS[node.op].ref(args, node.attrs)
-
     def _small_fused(self, program: tuple):
         """A Python function calling the steps' ufuncs in a row (generated once per program):
         for small arrays the per-call cost is what matters, and this has the least."""
