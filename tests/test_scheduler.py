@@ -46,7 +46,7 @@ def test_independent_branches_overlap_in_time(monkeypatch):
     for _ in range(3):
         left = tl.sin(left) + 1.0
         right = tl.cos(right) + 1.0
-    out = tl.evaluate(left, right, threads=2, passes=())
+    out = tl.evaluate(left, right, threads=2, passes=(), device="cpu")
     from tenloom.runtime.evaluate import build_graph
 
     nodes = build_graph((left, right)).order
@@ -56,7 +56,7 @@ def test_independent_branches_overlap_in_time(monkeypatch):
     rs = [spans[i] for i in right_ids]
     overlaps = any(s0 < e1 and s1 < e0 for s0, e0 in ls for s1, e1 in rs)
     assert overlaps, (ls, rs)
-    np.testing.assert_allclose(out[0], left.evaluate(passes=()))
+    np.testing.assert_allclose(out[0], left.evaluate(passes=(), device="cpu"))
 
 
 @pytest.mark.parametrize("threads", [1, 2])
