@@ -58,6 +58,7 @@ DOCS = ROOT / "docs" / "benchmarks.md"
 PLOT = ROOT / "docs" / "benchmarks_ratios.png"
 BEGIN, END = "<!-- run.py begin -->", "<!-- run.py end -->"
 RTOL = 1e-8
+SAME_PATH_PEER = "opt_einsum on tenloom's path"
 
 # NumPy-based peers (one family each for the tables); jax and torch are the others.
 NUMPY_FAMILY = ("numpy", "opt_einsum", "cotengra", "numexpr")
@@ -362,13 +363,17 @@ class Case:
                 b = min(names, key=timed.__getitem__)
                 return b, ours / timed[b]
 
-            ratios["best_peer"], ratios["vs_best_peer"] = best(list(timed))
+            ratios["best_peer"], ratios["vs_best_peer"] = best(
+                [n for n in timed if self.peers[n]["family"] != "same_path"]
+            )
             ratios["best_numpy_peer"], ratios["vs_best_numpy"] = best(
                 [n for n in timed if self.peers[n]["family"] in NUMPY_FAMILY]
             )
             ratios["best_jax_peer"], ratios["vs_jax"] = best(
                 [n for n in timed if self.peers[n]["family"] == "jax"]
             )
+            if SAME_PATH_PEER in timed:
+                ratios["vs_same_path"] = ours / timed[SAME_PATH_PEER]
             ratios["best_torch_peer"], ratios["vs_torch"] = best(
                 [n for n in timed if self.peers[n]["family"] == "torch"]
             )
@@ -401,7 +406,8 @@ class Case:
                     if r.get("vs_best_numpy")
                     else ""
                 )
-                + (f", /jax {r['vs_jax']:.2f}" if r.get("vs_jax") else ""),
+                + (f", /jax {r['vs_jax']:.2f}" if r.get("vs_jax") else "")
+                + (f", /same path {r['vs_same_path']:.2f}" if r.get("vs_same_path") else ""),
                 flush=True,
             )
         return res
@@ -480,9 +486,10 @@ def tree_stats(tree) -> dict:
     }
 
 
-def tenloom_plan(tensors, setting) -> tuple[dict, Any]:
+def tenloom_plan(tensors, setting) -> tuple[dict, Any, Any]:
     """Cost of tenloom's plan: run the pipeline (cached paths are reused) and sum CONTRACT
-    nodes' multiply-adds; the largest CONTRACT output is the width."""
+    nodes' multiply-adds; the largest CONTRACT output is the width. Returns (stats, flops,
+    optimized graph)."""
     from tenloom.graph.ops import Op
     from tenloom.passes import run_pipeline
     from tenloom.passes.cost import graph_flops, node_madds
@@ -514,7 +521,39 @@ def tenloom_plan(tensors, setting) -> tuple[dict, Any]:
         },
     }
     flops = 2 * madds * (4 if complex_ else 1)
-    return stats, flops
+    return stats, flops, og
+
+
+def tenloom_ssa_path(og, arrays) -> list[tuple[int, int]]:
+    """The pairwise order of tenloom's plan as an SSA path over ``arrays`` (operand i is the
+    i-th array; contractions get ids from len(arrays) up). Each CONTRACT operand is followed
+    back through one-input nodes (pre-reductions, views) to a constant or a CONTRACT."""
+    from tenloom.graph.ops import Op
+
+    pos: dict[int, int] = {}
+    for i, a in enumerate(arrays):
+        if id(a) in pos:
+            raise ValueError("the same array is used as two operands")
+        pos[id(a)] = i
+    ids: dict[int, int] = {}
+    path: list[tuple[int, int]] = []
+
+    def resolve(node) -> int:
+        while id(node) not in ids:
+            if node.op is Op.CONST:
+                return pos[id(node.attrs[0].value)]
+            if len(node.inputs) != 1:
+                raise ValueError(f"operand comes from a {node.op.value} node")
+            node = node.inputs[0]
+        return ids[id(node)]
+
+    for n in og.order:
+        if n.op is Op.CONTRACT:
+            path.append((resolve(n.inputs[0]), resolve(n.inputs[1])))
+            ids[id(n)] = len(arrays) + len(path) - 1
+    if len(path) != len(arrays) - 1:
+        raise ValueError(f"{len(path)} pairwise contractions for {len(arrays)} operands")
+    return path
 
 
 def _jsonable(v):
@@ -602,9 +641,10 @@ def network_case(
         return lambda: tl.evaluate(t_, optimize=tenloom_setting(setting))[0]
 
     entry = case.add("tenloom", "tenloom", tl_setup, memory=True, compile_is_first=True)
+    tl_graph = None
     if "t" in holder:
         entry["trace_s"] = holder["trace_s"]
-        st, flops = tenloom_plan([holder["t"]], tenloom_setting(setting))
+        st, flops, tl_graph = tenloom_plan([holder["t"]], tenloom_setting(setting))
         case.path["tenloom"] = st
         case.flops = flops
         entry["nodes_traced"] = _graph_len(holder["t"])
@@ -643,6 +683,23 @@ def network_case(
         case.add("opt_einsum", "opt_einsum", lambda: lambda: expr(*arrays), memory=True)
     elif P.oe is None:
         case.skip("opt_einsum", "opt_einsum", P.errors["opt_einsum"])
+
+    # -- execution alone: opt_einsum on tenloom's own pairwise order (the path searches are
+    # random, so the two sides' orders differ by luck; this ratio leaves that out)
+    same = SAME_PATH_PEER
+    if P.oe is not None and tl_graph is not None:
+        try:
+            ssa = tenloom_ssa_path(tl_graph, arrays)
+            tl_tree = P.ctg.ContractionTree.from_path(ins, out, sd, ssa_path=ssa)
+            expr_tl = P.oe.contract_expression(
+                oe_equation(P.oe, ins, out),
+                *[a.shape for a in arrays],
+                optimize=[tuple(p) for p in tl_tree.get_path()],
+            )
+            case.path["tenloom_path_recosted_by_cotengra"] = tree_stats(tl_tree)
+            case.add(same, "same_path", lambda: lambda: expr_tl(*arrays))
+        except Exception as e:  # noqa: BLE001
+            case.skip(same, "same_path", f"tenloom's order not recoverable: {e}")
 
     leq = letters_equation(ins, out)
     if leq is None:
@@ -840,7 +897,7 @@ def w5(ctx: Ctx) -> dict:
     e = case.add("tenloom", "tenloom", tl_setup, memory=True, compile_is_first=True)
     if "t" in holder:
         e["trace_s"] = holder["trace_s"]
-        st, flops = tenloom_plan([holder["t"]], "auto")
+        st, flops, tl_graph = tenloom_plan([holder["t"]], "auto")
         case.path["tenloom"] = st
         case.flops = flops
     seed_all(0)
@@ -1068,7 +1125,7 @@ def w9(ctx: Ctx) -> dict:
         if "t" in holder:
             e["trace_s"] = holder["trace_s"]
             e["trace_us_per_op"] = holder["trace_s"] / 2000 * 1e6
-            st, _ = tenloom_plan([holder["t"]], "auto")
+            st, _, _ = tenloom_plan([holder["t"]], "auto")
             case.info["tenloom_nodes_after_passes"] = st["nodes_after_passes"]
             case.info["tenloom_pipeline_s"] = st["pipeline_s"]
         case.add(
@@ -1163,7 +1220,7 @@ def paths(ctx: Ctx) -> dict:
                 for p, t in zip(phs, ins):
                     argv += [p, list(t)]
                 t_ = tl.einsum(*argv, list(out))
-                st, _ = tenloom_plan([t_], tenloom_setting(setting))
+                st, _, _ = tenloom_plan([t_], tenloom_setting(setting))
                 st.pop("pass_stats", None)
                 r["tenloom"] = st
             except Exception as e:  # noqa: BLE001
@@ -1268,9 +1325,9 @@ def markdown(results: dict, meta: dict, command: str, trace: dict | None) -> str
     L.append("")
     L.append(
         "| case | tenloom ms | compile ms | vs best peer | vs best NumPy | vs jax.jit | "
-        "path ours | path cotengra | path greedy | GFLOP/s (% peak) |"
+        "vs same path | path ours | path cotengra | path greedy | GFLOP/s (% peak) |"
     )
-    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
     skipped = []
     for wid, res in results.items():
         if wid == "PATHS":
@@ -1293,11 +1350,12 @@ def markdown(results: dict, meta: dict, command: str, trace: dict | None) -> str
             L.append(
                 f"| {c['case']}: {c['title']} | {fmt_ms(t.get('median_s'))} | "
                 f"{fmt_ms(t.get('compile_s'))} | {best} | {bnp} | {fmt_ratio(r.get('vs_jax'))} | "
+                f"{fmt_ratio(r.get('vs_same_path'))} | "
                 f"{path_cell(c['path'], 'tenloom')} | {path_cell(c['path'], 'cotengra')} | "
                 f"{path_cell(c['path'], 'opt_einsum_greedy')} | {gcell} |"
             )
     for wid, why in skipped:
-        L.append(f"| {wid}: {WORKLOADS[wid][0]} | skipped: {why} | | | | | | | | |")
+        L.append(f"| {wid}: {WORKLOADS[wid][0]} | skipped: {why} | | | | | | | | | |")
     L.append("")
     for wid, res in results.items():
         if wid == "PATHS" or "cases" not in res:
@@ -1402,7 +1460,13 @@ def plot(results: dict, path: pathlib.Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    labels, series = [], {"vs best peer": [], "vs best NumPy peer": [], "vs jax.jit": []}
+    series: dict[str, list] = {
+        "vs best peer": [],
+        "vs best NumPy peer": [],
+        "vs jax.jit": [],
+        "vs opt_einsum on tenloom's path": [],
+    }
+    labels = []
     for res in results.values():
         for c in res.get("cases", []):
             r = c["ratios"]
@@ -1412,13 +1476,14 @@ def plot(results: dict, path: pathlib.Path) -> bool:
             series["vs best peer"].append(r.get("vs_best_peer") or np.nan)
             series["vs best NumPy peer"].append(r.get("vs_best_numpy") or np.nan)
             series["vs jax.jit"].append(r.get("vs_jax") or np.nan)
+            series["vs opt_einsum on tenloom's path"].append(r.get("vs_same_path") or np.nan)
     if not labels:
         return False
     fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(labels) + 2), 4.8))
     x = np.arange(len(labels))
-    wbar = 0.27
+    wbar = 0.2
     for k, (name, vals) in enumerate(series.items()):
-        bars = ax.bar(x + (k - 1) * wbar, vals, wbar, label=name)
+        bars = ax.bar(x + (k - 1.5) * wbar, vals, wbar, label=name)
         for rect, val in zip(bars, vals):
             if np.isfinite(val):
                 ax.annotate(
