@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 import numpy as np
+import tenloom.passes as _passes
 from tenloom.graph.api import lift
 from tenloom.graph.errors import DeviceError, MemoryLimitError
 from tenloom.graph.graph import Graph
@@ -120,8 +121,6 @@ PASS_RUNS = {"n": 0}  # how often the pipeline ran (tests check the cache)
 
 
 def _opt_key(graph: Graph, opts: dict[str, Any]) -> tuple | None:
-    from tenloom import passes as _passes
-
     parts: list = [opts.get("passes") is None and _passes.DEFAULT_PIPELINE]
     for name in ("passes", "optimize", "device"):
         v = opts.get(name)
@@ -133,6 +132,15 @@ def _opt_key(graph: Graph, opts: dict[str, Any]) -> tuple | None:
             return None  # an optimizer object: its own state decides
         parts.append(v)
     return (tuple(id(o) for o in graph.outputs), *parts)
+
+
+def _cached(graph: Graph, opts: dict[str, Any]) -> Graph | None:
+    key = _opt_key(graph, opts)
+    if key is None:
+        return None
+    with _OPTIMIZED_LOCK:
+        hit = _OPTIMIZED.get(key)
+    return None if hit is None else hit[1]
 
 
 def optimize_graph(graph: Graph, opts: dict[str, Any]) -> Graph:
@@ -162,10 +170,13 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     """
     check_options(opts)
     graph = build_graph(tensors)
-    bound = bind_feed(graph, opts.get("feed"))
+    # Bind (and check) the feed before any optimization work. On a cache hit the optimized
+    # graph's placeholders are the same nodes, and its placeholder list is already computed.
+    hit = _cached(graph, opts)
+    bound = bind_feed(hit if hit is not None else graph, opts.get("feed"))
     kind, index = parse_device(opts.get("device"))
     backend = get_backend(kind, index)
-    optimized = optimize_graph(graph, opts)
+    optimized = hit if hit is not None else optimize_graph(graph, opts)
     device = opts.get("device") or DEFAULT_DEVICE
     limit = opts.get("memory_limit")
     if limit is not None:
