@@ -1303,7 +1303,9 @@ def markdown(results: dict, meta: dict, command: str, trace: dict | None) -> str
     L.append(
         f"Machine: {meta['cpus']} CPUs, {meta['platform']}; BLAS: {kern}; measured GEMM peak "
         f"{meta['gemm_peak_gflops']['float64']:.0f} GFLOP/s float64, "
-        f"{meta['gemm_peak_gflops']['float32']:.0f} float32. "
+        f"{meta['gemm_peak_gflops']['float32']:.0f} float32 at the start, "
+        f"{meta['gemm_peak_gflops_at_end']['float64']:.0f} float64 at the end (this shared "
+        "machine's speed drifts by up to 2x over minutes; compare ratios, not times). "
         + ", ".join(f"{k} {val}" for k, val in v.items())
         + f". {meta['repeats']} timed calls after one warm-up; medians. Run at {meta['date']}, "
         f"took {meta['total_s'] / 60:.1f} min."
@@ -1312,7 +1314,10 @@ def markdown(results: dict, meta: dict, command: str, trace: dict | None) -> str
     L.append(
         "Ratios are tenloom's median run time / the peer's (below 1: tenloom is faster). "
         "*best peer* is the fastest of all peers, *best NumPy* the fastest NumPy-based one "
-        "(numpy, opt_einsum, cotengra, numexpr), *jax* the fastest `jax.jit` variant. Compile is "
+        "(numpy, opt_einsum, cotengra, numexpr), *jax* the fastest `jax.jit` variant; *vs same "
+        "path* compares with opt_einsum running tenloom's own pairwise order, i.e. execution "
+        "alone (cotengra's `auto` search is random: the same setting gives orders 0.5 apart in "
+        "log10 cost on W1 from run to run, so the other ratios include search luck). Compile is "
         "the first call minus the median (tenloom: all passes incl. the path search; jax: "
         "tracing + XLA). Path cost: log10 multiply-adds / log2 largest intermediate, tenloom's "
         "plan vs cotengra with the same setting vs opt_einsum greedy. GFLOP/s from the plan's "
@@ -1431,6 +1436,18 @@ def markdown(results: dict, meta: dict, command: str, trace: dict | None) -> str
                 )
                 first = False
         L.append("")
+    slower = []
+    for res in results.values():
+        for c in res.get("cases", []):
+            r = c["ratios"]
+            if r and r.get("vs_best_peer") and r["vs_best_peer"] > 1.05:
+                slower.append((r["vs_best_peer"], c["case"], r["best_peer"]))
+    if slower:
+        L.append("### Where tenloom is slower than the best peer (ratio > 1.05)")
+        L.append("")
+        for ratio, case, peer in sorted(slower, reverse=True):
+            L.append(f"- {case}: {ratio:.2f}x the time of {peer}")
+        L.append("")
     if trace:
         L.append("### Per-node overheads (`benchmarks/trace_overhead.py`)")
         L.append("")
@@ -1492,6 +1509,7 @@ def plot(results: dict, path: pathlib.Path) -> bool:
                     ha="center",
                     va="bottom",
                     fontsize=6,
+                    rotation=90,
                 )
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_yscale("log")
@@ -1615,6 +1633,8 @@ def main(argv: list[str] | None = None) -> int:
         (out_dir / f"{wid}.json").write_text(json.dumps(res, indent=1, default=_jsonable) + "\n")
     meta["total_s"] = time.perf_counter() - t_start
     meta["gemm_peak_gflops_at_end"] = gemm_peak(1024 if args.quick else 2048)
+    for wid, res in results.items():  # again, with the run's final metadata
+        (out_dir / f"{wid}.json").write_text(json.dumps(res, indent=1, default=_jsonable) + "\n")
     if write_docs_flag:
         command = " ".join(
             ["env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"]
