@@ -8,6 +8,7 @@ from tenloom.graph import (  # noqa: F401  (register ops)
     ops_leaf,
     ops_movement,
     ops_reduce,
+    ops_sliced,
 )
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node

@@ -90,6 +90,7 @@ class Op(enum.Enum):
     # emitted by passes
     CONTRACT = "contract"  # one pairwise contraction as (batched) GEMM
     FUSED = "fused"  # a fused elementwise region
+    SLICED = "sliced"  # a contraction network run slice by slice (memory_limit)
 
 
 # infer(inputs, attrs) -> (shape, dtype); inputs are Nodes (anything with .shape/.dtype)

@@ -21,10 +21,12 @@ import threading
 from collections import Counter
 from typing import Any
 
+import numpy as np
 from tenloom.graph.einsum import einsum_node
 from tenloom.graph.graph import Graph
-from tenloom.graph.node import Node
+from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
+from tenloom.graph.ops_sliced import pairwise_network, slice_peak_bytes
 from tenloom.passes.cost import einsum_sizes
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph
@@ -215,22 +217,33 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
                 stats["user_order_kept"] = stats.get("user_order_kept", 0) + 1
     else:
         path = tuple(_left_to_right(len(items)))
-    needed = Counter(lab for _, t in items for lab in t) + Counter(out)
-    live = list(items)
-    for step, (i, j) in enumerate(path):
-        (xa, ta), (xb, tb) = live[i], live[j]
-        needed -= Counter(ta) + Counter(tb)
-        last = step == len(path) - 1
-        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in out))
-        if last and set(keep) == set(out):
-            keep = tuple(out)
-        needed += Counter(keep)
-        live.append((einsum_node([xa, xb], [ta, tb], keep), keep))
-        stats["pairwise"] = stats.get("pairwise", 0) + 1
-    if items:
-        res, t = live[-1]
-        if t != tuple(out):
-            res, t = einsum_node([res], [t], out), tuple(out)
+    limit = options.get("memory_limit")
+    sliced = None
+    if limit is not None and len(items) >= 2:
+        from tenloom.passes.slicing import parse_bytes, slice_to_fit
+
+        item_terms = [t for _, t in items]
+        itemsize = np.result_type(*[x.dtype for x, _ in items]).itemsize
+        found = slice_to_fit(
+            item_terms, out, sizes, path, itemsize, parse_bytes(limit), options.get("progress")
+        )
+        if found is not None:
+            sliced, path = found
+    if sliced:
+        attrs = (tuple(item_terms), tuple(out), sliced, path, None)
+        res, t = make_node(Op.SLICED, tuple(x for x, _ in items), attrs), tuple(out)
+        n = math.prod(s for _, s in sliced)
+        stats["sliced_networks"] = stats.get("sliced_networks", 0) + 1
+        stats["sliced_indices"] = stats.get("sliced_indices", 0) + len(sliced)
+        stats["slices"] = stats.get("slices", 0) + n
+        stats["per_slice_peak_bytes"] = max(
+            stats.get("per_slice_peak_bytes", 0),
+            slice_peak_bytes(attrs, [x.shape for x, _ in items], itemsize),
+        )
+    elif items:
+        res = pairwise_network([x for x, _ in items], [t for _, t in items], out, path)
+        t = tuple(out)
+        stats["pairwise"] = stats.get("pairwise", 0) + len(path)
     else:  # only 0-d factors: the output is 0-d too
         res, t = scalars[0], ()
         scalars = scalars[1:]
@@ -243,12 +256,15 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
 
 @register_pass("contraction_order")
 def contraction_order(graph: Graph, ctx: PassContext) -> Graph:
-    """Order every n-ary EINSUM (n >= 3) into pairwise contractions with cotengra."""
+    """Order every n-ary EINSUM (n >= 3) into pairwise contractions with cotengra; with
+    ``memory_limit``, a network whose tree does not fit becomes one SLICED node (passes/slicing)."""
     stats: dict = {}
     nesting = graph.meta.get("nesting", {})
 
+    least = 2 if ctx.options.get("memory_limit") is not None else 3  # 2: it may need slicing
+
     def fn(node: Node) -> Node:
-        if node.op is Op.EINSUM and len(node.inputs) >= 3:
+        if node.op is Op.EINSUM and len(node.inputs) >= least:
             hint = nesting.get(id(node))
             return build_tree(node, ctx.options, stats, hint[1] if hint else None)
         return node

@@ -56,6 +56,11 @@ def node_madds(node: Node) -> int:
         sizes = dict(zip(a_labels, node.inputs[0].shape))
         sizes.update(zip(b_labels, node.inputs[1].shape))
         return math.prod(sizes.values())
+    if op is Op.SLICED:
+        from tenloom.graph.ops_sliced import inner_for, n_slices
+
+        inner = inner_for(node).graph
+        return n_slices(node.attrs) * sum(node_madds(n) for n in inner.order)
     if op is Op.MATMUL:
         a, b = node.inputs
         return node.size * (a.shape[-1] if a.ndim else 1)
@@ -87,6 +92,15 @@ def graph_flops(graph: Graph) -> int:
 PREEXISTING = frozenset({Op.CONST, Op.PLACEHOLDER})
 
 
+def transient_bytes(node: Node) -> int:
+    """Memory a node needs only while it runs: one slice of a SLICED network."""
+    if node.op is not Op.SLICED:
+        return 0
+    from tenloom.graph.ops_sliced import slice_peak_bytes
+
+    return slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize)
+
+
 def peak_bytes(graph: Graph) -> int:
     """Predicted peak bytes of intermediates and outputs when run in ``graph.order``.
 
@@ -102,7 +116,7 @@ def peak_bytes(graph: Graph) -> int:
     for node in graph.order:
         if node.op not in PREEXISTING:
             live += node.nbytes
-            peak = max(peak, live)
+            peak = max(peak, live + transient_bytes(node))
         for i in node.inputs:
             remaining[id(i)] -= 1
             if remaining[id(i)] == 0 and id(i) not in outputs and i.op not in PREEXISTING:

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import re
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import tenloom.passes as _passes
 from tenloom.graph.api import lift
-from tenloom.graph.errors import DeviceError, MemoryLimitError
+from tenloom.graph.errors import DeviceError, MemoryLimitError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.tensor import Tensor
 from tenloom.passes import run_pipeline
+from tenloom.passes.slicing import parse_bytes  # noqa: F401  (re-exported)
 from tenloom.runtime.backends import get_backend
 from tenloom.runtime.determinism import deterministic_mode
 from tenloom.runtime.executor import bind_feed, execute
@@ -34,6 +36,7 @@ OPTIONS = (
     "threads",
     "deterministic",
     "memory_limit",
+    "scheduler",
 )
 
 
@@ -46,6 +49,31 @@ def check_options(opts: dict[str, Any]) -> None:
 # The device used when evaluate is not given one (tests point it at a GPU to run the corpus
 # there: TENLOOM_TEST_DEVICE=cuda:0).
 DEFAULT_DEVICE = "cpu"
+
+
+def device_names(device: Any) -> list[str]:
+    """The devices of an evaluation: one name, a list of names, or "kind:*" (every device of
+    that kind present). The first is where the graph runs; sliced networks use them all."""
+    if device is None:
+        return [DEFAULT_DEVICE]
+    if isinstance(device, (list, tuple)):
+        if not device:
+            raise DeviceError("device=[]: give at least one device")
+        names = list(device)
+    elif isinstance(device, str) and device.endswith(":*"):
+        from tenloom.runtime.devices import devices
+
+        kind = device[:-2]
+        names = [f"{d.kind}:{d.index}" for d in devices() if d.kind == kind]
+        if not names:
+            raise DeviceError(f"device {device!r}: no {kind!r} devices are present")
+    else:
+        names = [device]
+    for name in names:
+        parse_device(name)
+    if len(set(names)) != len(names):
+        raise DeviceError(f"device={device!r} names a device twice")
+    return names
 
 
 def parse_device(device: Any) -> tuple[str, int]:
@@ -61,40 +89,31 @@ def parse_device(device: Any) -> tuple[str, int]:
     return kind, idx
 
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
+def check_limit_feasible(graph: Graph, limit: int) -> None:
+    """Refuse at once, before any pass or search, a ``memory_limit`` that no slicing can meet:
+    one input alone, or the outputs together, exceed it."""
+    from tenloom.passes.cost import PREEXISTING
 
-
-def parse_bytes(limit: Any) -> int:
-    """``memory_limit`` as bytes: an int, or a string such as "4GiB", "512 MB"."""
-    value = None
-    if isinstance(limit, (int, float, np.integer, np.floating)) and not isinstance(limit, bool):
-        value = int(limit)
-    elif isinstance(limit, str):
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", limit)
-        if m and m.group(2).lower() in _UNITS:
-            value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value is None:
-        raise ValueError(f"memory_limit={limit!r} is not a size like 1000000 or '4GiB'")
-    if value < 1:
-        raise ValueError(f"memory_limit={limit!r} must be at least one byte")
-    return value
+    outs = {id(o): o for o in graph.outputs}
+    out_bytes = sum(o.nbytes for o in outs.values())
+    if out_bytes > limit:
+        raise MemoryLimitError(
+            f"evaluate: the outputs alone need {out_bytes} bytes, more than "
+            f"memory_limit={limit} bytes; no slicing can fit"
+        )
+    for node in graph.order:
+        if node.op in PREEXISTING and node.nbytes > limit:
+            raise MemoryLimitError(
+                f"evaluate: input {node.op.value} {node.dtype}{fmt_shape(node.shape)} alone "
+                f"needs {node.nbytes} bytes, more than memory_limit={limit} bytes; no slicing "
+                f"can fit (at {node.where})"
+            )
 
 
 def check_memory_limit(graph: Graph, limit: int) -> None:
-    """Raise MemoryLimitError when the predicted peak of intermediates and outputs exceeds
-    ``limit``. (Slicing contractions to fit comes with the scale-out work; a limit that only
-    slicing could meet is refused too, naming the peak and the biggest node.)"""
+    """Raise MemoryLimitError when the predicted peak of intermediates and outputs still exceeds
+    ``limit`` after slicing (the part that slicing cannot shrink: elementwise work, outputs),
+    naming the peak and the biggest node."""
     from tenloom.passes.cost import peak_bytes
 
     peak = peak_bytes(graph)
@@ -122,7 +141,7 @@ PASS_RUNS = {"n": 0}  # how often the pipeline ran (tests check the cache)
 
 def _opt_key(graph: Graph, opts: dict[str, Any]) -> tuple | None:
     parts: list = [opts.get("passes") is None and _passes.DEFAULT_PIPELINE]
-    for name in ("passes", "optimize", "device"):
+    for name in ("passes", "optimize", "device", "memory_limit"):
         v = opts.get(name)
         if isinstance(v, (list, tuple)):
             v = tuple(v)
@@ -170,23 +189,46 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     """
     check_options(opts)
     graph = build_graph(tensors)
+    names = device_names(opts.get("device"))
+    limit = opts.get("memory_limit")
+    if limit is not None:
+        limit = parse_bytes(limit)
+        opts = {**opts, "memory_limit": limit}
     # Bind (and check) the feed before any optimization work. On a cache hit the optimized
     # graph's placeholders are the same nodes, and its placeholder list is already computed.
     hit = _cached(graph, opts)
     bound = bind_feed(hit if hit is not None else graph, opts.get("feed"))
-    kind, index = parse_device(opts.get("device"))
-    backend = get_backend(kind, index)
+    backend = get_backend(*parse_device(names[0]))
+    if limit is not None and hit is None:
+        check_limit_feasible(graph, limit)
     optimized = hit if hit is not None else optimize_graph(graph, opts)
-    device = opts.get("device") or DEFAULT_DEVICE
-    limit = opts.get("memory_limit")
     if limit is not None:
-        check_memory_limit(optimized, parse_bytes(limit))
+        check_memory_limit(optimized, limit)
     threads = opts.get("threads", 1)
     threads = 1 if threads is None else threads
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"evaluate: threads={threads!r} must be a positive int")
-    with deterministic_mode(bool(opts.get("deterministic", False)), threads):
-        return tuple(execute(optimized, bound, backend, device, opts.get("to_host", True), threads))
+    with (
+        deterministic_mode(bool(opts.get("deterministic", False)), threads),
+        slicing_context(names, opts.get("scheduler"), limit),
+    ):
+        to_host = opts.get("to_host", True)
+        return tuple(execute(optimized, bound, backend, names[0], to_host, threads))
+
+
+@contextlib.contextmanager
+def slicing_context(names: list[str], client: Any, limit: int | None) -> Iterator[None]:
+    """Tell sliced networks where their slices may run (runtime/sliced.py)."""
+    from tenloom.runtime.sliced import CONTEXT, SliceContext
+
+    if client is not None and not hasattr(client, "submit"):
+        raise TypeError(f"evaluate: scheduler={client!r} is not a dask.distributed.Client")
+    backends = tuple(get_backend(*parse_device(n)) for n in names) if len(names) > 1 else ()
+    token = CONTEXT.set(SliceContext(backends, client, limit, names[0]))
+    try:
+        yield
+    finally:
+        CONTEXT.reset(token)
 
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None

@@ -10,6 +10,11 @@ _FAIL: dict[int, BaseException] = {}
 _LOCK = threading.Lock()
 
 
+# Seconds each slice of a Dask-run sliced network sleeps first (tests set it, to keep tasks in
+# flight long enough to kill a worker mid-run).
+slice_delay = 0.0
+
+
 class InjectedFailure(RuntimeError):
     """The exception ``fail_node`` raises inside the chosen node."""
 

@@ -29,8 +29,27 @@ def _as_list(xs: Any) -> tuple[list[Tensor], bool]:
     return list(xs), False
 
 
-def vjp(outputs: Any, inputs: Any, cotangents: Any) -> Any:
-    """Input cotangents J^H c for output cotangents ``cotangents`` (lazy Tensors)."""
+GRAD_OPTIONS = ("optimize", "memory_limit", "cache_dir")
+
+
+def _pre_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """Options of the pre-pass: the order search, and ``memory_limit`` (a network whose tree
+    does not fit is sliced, and its reverse sweep then runs slice by slice too)."""
+    for k in opts:
+        if k not in GRAD_OPTIONS:
+            raise TypeError(f"grad: unknown option {k!r}; valid options: {', '.join(GRAD_OPTIONS)}")
+    if opts.get("memory_limit") is not None:
+        from tenloom.passes.slicing import parse_bytes
+
+        opts = {**opts, "memory_limit": parse_bytes(opts["memory_limit"])}
+    return opts
+
+
+def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
+    """Input cotangents J^H c for output cotangents ``cotangents`` (lazy Tensors).
+
+    ``optimize=`` chooses the forward trees' search; ``memory_limit=`` slices networks whose
+    tree does not fit, so that forward and reverse sweeps run slice by slice within it."""
     outs, single_out = _as_list(outputs)
     ins, single_in = _as_list(inputs)
     cts, _ = _as_list(cotangents)
@@ -44,7 +63,7 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any) -> Any:
                 f"{fmt_shape(o.shape)}"
             )
     graph = Graph(tuple(api.lift(t, "vjp") for t in (*outs, *ins)))
-    pre, _ = run_pipeline(graph, PRE_GRAD)
+    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(opts))
     outs_n = pre.outputs[: len(outs)]
     ins_n = pre.outputs[len(outs) :]
     grads = vjp_nodes(outs_n, ins_n, ct_nodes)
@@ -54,17 +73,18 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any) -> Any:
     return result[0] if single_in else result
 
 
-def grad(loss: Tensor, inputs: Any) -> Any:
-    """Gradient of a real scalar ``loss`` with respect to each of ``inputs`` (lazy Tensors)."""
+def grad(loss: Tensor, inputs: Any, **opts: Any) -> Any:
+    """Gradient of a real scalar ``loss`` with respect to each of ``inputs`` (lazy Tensors);
+    options as for ``vjp``."""
     if loss.shape != ():
         raise ShapeError(f"grad: the loss must be a scalar, got shape {fmt_shape(loss.shape)}")
     if loss.dtype.kind != "f":
         raise DTypeError(f"grad: the loss must be real floating point, got {loss.dtype}")
-    return vjp(loss, inputs, api.ones((), loss.dtype))
+    return vjp(loss, inputs, api.ones((), loss.dtype), **opts)
 
 
-def value_and_grad(loss: Tensor, inputs: Any) -> tuple[Tensor, Any]:
-    return loss, grad(loss, inputs)
+def value_and_grad(loss: Tensor, inputs: Any, **opts: Any) -> tuple[Tensor, Any]:
+    return loss, grad(loss, inputs, **opts)
 
 
 def jvp(outputs: Any, inputs: Any, tangents: Any) -> Any:

@@ -142,8 +142,12 @@ def test_evaluate_async_resolves_to_the_tuple():
 def test_memory_limit_refuses_what_cannot_fit_and_parses_sizes():
     x = tl.asarray(np.ones((256, 256)))  # 512 KiB
     y = tl.exp(x) + 1.0
-    with pytest.raises(tl.MemoryLimitError, match="exceeds memory_limit=100000"):
+    with pytest.raises(tl.MemoryLimitError, match="outputs alone need 524288 bytes"):
         y.evaluate(memory_limit=100_000)
+    # fits the output but not the unsliceable elementwise intermediate: refused after the passes
+    z = tl.exp(x) * tl.sin(x) + tl.exp(x + 1.0) * 2.0
+    with pytest.raises(tl.MemoryLimitError, match="exceeds memory_limit=600000"):
+        z.evaluate(memory_limit=600_000, passes=("simplify",))
     np.testing.assert_allclose(y.evaluate(memory_limit="4MiB"), np.e + 1.0)
     with pytest.raises(ValueError, match="memory_limit"):
         y.evaluate(memory_limit="lots")

@@ -94,6 +94,9 @@ class Backend:
     def to_host(self, array: np.ndarray) -> np.ndarray:
         return array
 
+    def zeros(self, shape: tuple, dtype) -> np.ndarray:
+        return np.zeros(shape, dtype)
+
     def __init__(self) -> None:
         try:
             import numexpr
@@ -108,6 +111,10 @@ class Backend:
         if node.op is Op.CONTRACT:
             a, b = node.inputs
             return contract_kernel(a.shape, b.shape, node.attrs)
+        if node.op is Op.SLICED:
+            from tenloom.runtime.sliced import sliced_kernel
+
+            return sliced_kernel(node, self)
         if node.op is Op.FUSED:
             if self._ne is not None and node.size >= SMALL:
                 return lambda *xs: self._run_fused(node, xs)

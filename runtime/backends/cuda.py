@@ -116,6 +116,10 @@ class Backend:
     def to_host(self, array: Any) -> np.ndarray:
         return cp.asnumpy(array)
 
+    def zeros(self, shape: tuple, dtype) -> Any:
+        with self.device:
+            return cp.zeros(shape, dtype)
+
     def synchronize(self) -> None:
         self.device.synchronize()
 
@@ -163,6 +167,10 @@ class Backend:
                 return _on(device, lambda *xs: cp.einsum(sub, *xs))
         if op is Op.FUSED:
             return _on(device, self._fused(node))
+        if op is Op.SLICED:
+            from tenloom.runtime.sliced import sliced_kernel
+
+            return sliced_kernel(node, self)
         ref, attrs = OPS[op].ref, node.attrs
         return _on(device, lambda *xs: ref(xs, attrs))
 

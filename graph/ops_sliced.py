@@ -1,0 +1,272 @@
+"""SLICED: a contraction network run one slice at a time (emitted by contraction_order when a
+``memory_limit`` calls for it).
+
+attrs = (terms, out, sliced, path, wrt)
+
+- ``terms``: one tuple of int labels per operand; ``out``: the output labels.
+- ``sliced``: ``((label, size), ...)``, the indices fixed in each slice. The network runs once
+  per combination of their values on views of the operands; each slice's part is added into
+  the output (at its position, for sliced indices that the output keeps).
+- ``path``: the SSA path of pairwise contractions that each slice runs (cotengra's sliced tree).
+- ``wrt``: ``None`` for the network's value. A tuple of operand positions for its reverse
+  sweep: the node then has one more input, the cotangent of the output, and its value is the
+  flat concatenation of the cotangents of those operands. Each slice runs the forward tree and
+  its reverse sweep (two pairwise contractions per tree node, reusing the slice's forward
+  intermediates), so the backward pass stays within the slice's memory too.
+
+Everything here is pure graph-level: the per-slice network (``inner_network``) is a small graph
+of pairwise EINSUM nodes on placeholders; the NumPy reference interprets it slice by slice, and
+the runtime (runtime/sliced.py) optimizes and compiles it once per backend and spreads slices
+over threads, devices or a Dask cluster.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+from tenloom.graph.errors import ShapeError, fmt_shape
+from tenloom.graph.graph import Graph
+from tenloom.graph.node import Node
+from tenloom.graph.ops import OPS, Op, OpKind, as_array, register_op, register_vjp
+
+
+def pairwise_network(nodes, terms, out, path):
+    """Pairwise EINSUM nodes contracting ``nodes`` (labelled ``terms``) along the SSA ``path``
+    into ``out``; each intermediate keeps only the labels still needed later. Returns the
+    result node (already in ``out``'s label order)."""
+    from tenloom.graph.einsum import einsum_node
+
+    live = [(x, tuple(t)) for x, t in zip(nodes, terms)]
+    needed = Counter(lab for _, t in live for lab in t) + Counter(out)
+    for step, (i, j) in enumerate(path):
+        (xa, ta), (xb, tb) = live[i], live[j]
+        needed -= Counter(ta) + Counter(tb)
+        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in out))
+        if step == len(path) - 1 and set(keep) == set(out):
+            keep = tuple(out)
+        needed += Counter(keep)
+        live.append((einsum_node([xa, xb], [ta, tb], keep), keep))
+    res, t = live[-1]
+    if t != tuple(out):
+        res = einsum_node([res], [t], out)
+    return res
+
+
+def n_slices(attrs: tuple) -> int:
+    return math.prod(size for _, size in attrs[2])
+
+
+def slice_values(attrs: tuple, k: int) -> dict:
+    """label -> value of the sliced indices in slice ``k`` (mixed radix, last index fastest)."""
+    vals = {}
+    for lab, size in reversed(attrs[2]):
+        k, vals[lab] = divmod(k, size)
+    return vals
+
+
+def slice_index(term, values: dict) -> tuple:
+    """Basic index selecting one slice of an array labelled ``term`` (a view: sliced axes go)."""
+    return tuple(values[lab] if lab in values else slice(None) for lab in term)
+
+
+def label_sizes(shapes, terms) -> dict:
+    sizes: dict = {}
+    for shape, t in zip(shapes, terms):
+        sizes.update(zip(t, shape))
+    return sizes
+
+
+@dataclass(frozen=True)
+class InnerNetwork:
+    """The network of one slice: ``graph`` maps the ``leaves`` (one placeholder per operand,
+    sliced axes removed; then the cotangent's, for a reverse sweep) to its outputs (the slice's
+    value, or one cotangent per ``wrt`` operand)."""
+
+    graph: Graph
+    leaves: tuple[Node, ...]
+
+
+@functools.lru_cache(maxsize=128)
+def inner_network(attrs: tuple, shapes: tuple, dtypes: tuple) -> InnerNetwork:
+    from tenloom.graph.api import placeholder, zeros
+    from tenloom.graph.autodiff import vjp_nodes
+
+    terms, out, sliced, path, wrt = attrs
+    cut = {lab for lab, _ in sliced}
+    sizes = label_sizes(shapes, terms)
+    inner_terms = [tuple(lab for lab in t if lab not in cut) for t in terms]
+    inner_out = tuple(lab for lab in out if lab not in cut)
+    leaves = [
+        placeholder(tuple(sizes[lab] for lab in t), dt, name=f"slice_operand{k}").node
+        for k, (t, dt) in enumerate(zip(inner_terms, dtypes))
+    ]
+    res = pairwise_network(leaves, inner_terms, inner_out, path)
+    if wrt is None:
+        return InnerNetwork(Graph((res,)), tuple(leaves))
+    ct = placeholder(res.shape, dtypes[len(terms)], name="slice_cotangent").node
+    grads = vjp_nodes([res], [leaves[k] for k in wrt], [ct])
+    outs = tuple(
+        g if g is not None else zeros(leaves[k].shape, leaves[k].dtype).node
+        for k, g in zip(wrt, grads)
+    )
+    return InnerNetwork(Graph(outs), (*leaves, ct))
+
+
+def inner_for(node: Node) -> InnerNetwork:
+    return inner_network(
+        node.attrs, tuple(x.shape for x in node.inputs), tuple(x.dtype.str for x in node.inputs)
+    )
+
+
+def slice_peak_bytes(attrs: tuple, shapes, itemsize: int) -> int:
+    """Predicted peak bytes of one slice: its live intermediates, plus room for one copy of the
+    bigger operand at each step (a GEMM on views may need a contiguous copy)."""
+    terms, out, sliced, path, wrt = attrs
+    cut = {lab for lab, _ in sliced}
+    sizes = label_sizes(shapes, terms)
+    inner = [tuple(lab for lab in t if lab not in cut) for t in terms]
+    size = lambda t: math.prod(sizes[lab] for lab in t)
+    live_terms = list(inner)
+    is_inter = [False] * len(inner)
+    needed = Counter(lab for t in inner for lab in t) + Counter(out)
+    live = peak = 0
+    for i, j in path:
+        ta, tb = live_terms[i], live_terms[j]
+        needed -= Counter(ta) + Counter(tb)
+        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in out))
+        needed += Counter(keep)
+        new = size(keep)
+        peak = max(peak, live + new + max(size(ta), size(tb)))
+        live += new
+        for k in (i, j):
+            if is_inter[k]:
+                live -= size(live_terms[k])
+        live_terms.append(keep)
+        is_inter.append(True)
+    factor = 3 if wrt is not None else 1  # a reverse sweep keeps the forward intermediates
+    return peak * itemsize * factor
+
+
+def _infer(inputs, attrs):
+    terms, out, sliced, path, wrt = attrs
+    n = len(terms)
+    expected = n + (wrt is not None)
+    if len(inputs) != expected:
+        raise ShapeError(f"sliced: {len(inputs)} operands for a network of {expected}")
+    sizes: dict = {}
+    for k, (x, t) in enumerate(zip(inputs, terms)):
+        if len(t) != len(x.shape):
+            raise ShapeError(
+                f"sliced: operand {k} has shape {fmt_shape(x.shape)} but {len(t)} labels"
+            )
+        for lab, s in zip(t, x.shape):
+            if sizes.setdefault(lab, s) != s:
+                raise ShapeError(
+                    f"sliced: label {lab} has size {sizes[lab]} and {s} (operand {k}, "
+                    f"shape {fmt_shape(x.shape)})"
+                )
+    for lab, s in sliced:
+        if sizes.get(lab) != s:
+            raise ShapeError(f"sliced: sliced label {lab} of size {s} is not in the network")
+    if any(lab not in sizes for lab in out) or len(set(out)) != len(out):
+        raise ShapeError(f"sliced: output labels {out} do not match the operands")
+    if len(path) != max(n - 1, 0) or any(
+        not (0 <= i < n + s and 0 <= j < n + s) for s, (i, j) in enumerate(path)
+    ):
+        raise ShapeError(f"sliced: path {path} is not a pairwise path over {n} operands")
+    dtype = np.result_type(*[x.dtype for x in inputs])
+    if wrt is None:
+        return tuple(sizes[lab] for lab in out), dtype
+    ct = inputs[n]
+    if ct.shape != tuple(sizes[lab] for lab in out):
+        raise ShapeError(f"sliced: cotangent shape {fmt_shape(ct.shape)} does not match output")
+    if any(not 0 <= k < n for k in wrt):
+        raise ShapeError(f"sliced: wrt {wrt} names operands outside 0..{n - 1}")
+    return (sum(math.prod(inputs[k].shape) for k in wrt),), dtype
+
+
+def interpret(graph: Graph, feed: dict) -> list:
+    """Run a small graph with each op's NumPy reference (the reference of SLICED)."""
+    vals: dict = {}
+    for node in graph.order:
+        if node.op is Op.PLACEHOLDER:
+            vals[id(node)] = feed[id(node)]
+        else:
+            args = [vals[id(i)] for i in node.inputs]
+            vals[id(node)] = as_array(OPS[node.op].ref(args, node.attrs))
+    return [vals[id(o)] for o in graph.outputs]
+
+
+def output_views(attrs: tuple, acc, shapes) -> list:
+    """Where each inner output accumulates, as views of the result buffer ``acc`` (with the
+    term that labels it)."""
+    terms, out, sliced, path, wrt = attrs
+    if wrt is None:
+        return [(acc, out)]
+    views, off = [], 0
+    for k in wrt:
+        size = math.prod(shapes[k])
+        views.append((acc[off : off + size].reshape(shapes[k]), terms[k]))
+        off += size
+    return views
+
+
+def slice_feed(attrs: tuple, arrays, values: dict) -> list:
+    """The operands of one slice (views), and the cotangent's slice for a reverse sweep."""
+    terms, out, sliced, path, wrt = attrs
+    feed = [a[slice_index(t, values)] for a, t in zip(arrays, terms)]
+    if wrt is not None:
+        feed.append(arrays[len(terms)][slice_index(out, values)])
+    return feed
+
+
+def _ref(xs, attrs):
+    shapes = tuple(np.shape(x) for x in xs)
+    inner = inner_network(attrs, shapes, tuple(np.asarray(x).dtype.str for x in xs))
+    shape, dtype = _infer([np.asarray(x) for x in xs], attrs)
+    acc = np.zeros(shape, dtype)
+    views = output_views(attrs, acc, shapes)
+    for k in range(n_slices(attrs)):
+        values = slice_values(attrs, k)
+        feed = slice_feed(attrs, xs, values)
+        parts = interpret(inner.graph, {id(p): a for p, a in zip(inner.leaves, feed)})
+        for (view, term), part in zip(views, parts):
+            view[slice_index(term, values)] += part
+    return acc
+
+
+register_op(Op.SLICED, OpKind.CONTRACTION, _infer, _ref, None)
+
+
+def _vjp(node, y, xs, g):
+    """The reverse sweep, sliced the same way: one SLICED node with ``wrt`` = the floating
+    operands, whose flat value is split back into one cotangent per operand."""
+    from tenloom.graph import api
+    from tenloom.graph.autodiff import differentiable
+    from tenloom.graph.errors import DTypeError
+    from tenloom.graph.node import make_node
+    from tenloom.graph.tensor import Tensor
+
+    terms, out, sliced, path, wrt = node.attrs
+    if wrt is not None:
+        raise DTypeError("vjp: a sliced network's reverse sweep cannot be differentiated again")
+    pos = tuple(k for k, x in enumerate(xs) if differentiable(x.dtype))
+    if not pos:
+        return tuple(None for _ in xs)
+    flat = Tensor(
+        make_node(Op.SLICED, (*(x.node for x in xs), g.node), (terms, out, sliced, path, pos))
+    )
+    cts: list = [None] * len(xs)
+    off = 0
+    for k in pos:
+        size = xs[k].size
+        cts[k] = api.reshape(flat[off : off + size], xs[k].shape)
+        off += size
+    return tuple(cts)
+
+
+register_vjp(Op.SLICED, _vjp)

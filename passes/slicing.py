@@ -1,0 +1,91 @@
+"""Slicing a contraction tree until one slice fits ``memory_limit`` (used by contraction_order).
+
+    tree(x1..xn), peak > limit  ->  SLICED(x1..xn; sliced indices, path), slice peak <= limit
+
+The slices come from cotengra: ``ContractionTree.slice_and_reconfigure`` picks the indices to
+fix and re-optimizes the subtrees around them, halving the target intermediate size until the
+predicted per-slice peak (graph/ops_sliced.slice_peak_bytes) plus the output fits. A limit that
+no slicing can meet (the output alone, or an operand, exceeds it) raises MemoryLimitError at
+once, without a search. Results are cached by network signature and limit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+
+import numpy as np
+from tenloom.graph.errors import MemoryLimitError, fmt_shape
+from tenloom.graph.ops_sliced import slice_peak_bytes
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+
+
+def parse_bytes(limit) -> int:
+    """``memory_limit`` as bytes: an int, or a string such as "4GiB", "512 MB"."""
+    value = None
+    if isinstance(limit, (int, float, np.integer, np.floating)) and not isinstance(limit, bool):
+        value = int(limit)
+    elif isinstance(limit, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", limit)
+        if m and m.group(2).lower() in _UNITS:
+            value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value is None:
+        raise ValueError(f"memory_limit={limit!r} is not a size like 1000000 or '4GiB'")
+    if value < 1:
+        raise ValueError(f"memory_limit={limit!r} must be at least one byte")
+    return value
+
+
+_CACHE: dict[tuple, tuple | None] = {}
+_LOCK = threading.Lock()
+SLICE_SEARCHES = {"n": 0}
+
+
+def _attrs(terms, out, sliced, path):
+    return (tuple(map(tuple, terms)), tuple(out), tuple(sliced), tuple(map(tuple, path)), None)
+
+
+def slice_to_fit(terms, out, sizes, path, itemsize: int, limit: int, progress: bool = False):
+    """``(sliced, path)`` making the network's per-slice peak plus its output fit ``limit``;
+    ``None`` when it fits unsliced. Raises MemoryLimitError when no slicing can fit."""
+    shapes = [tuple(sizes[lab] for lab in t) for t in terms]
+    out_bytes = math.prod(sizes[lab] for lab in out) * itemsize
+    if slice_peak_bytes(_attrs(terms, out, (), path), shapes, itemsize) + out_bytes <= limit:
+        return None
+    if out_bytes >= limit:
+        raise MemoryLimitError(
+            f"contraction: the output {fmt_shape(tuple(sizes[lab] for lab in out))} alone needs "
+            f"{out_bytes} bytes, more than memory_limit={limit} bytes; no slicing can fit"
+        )
+    key = (tuple(map(tuple, terms)), tuple(out), tuple(sorted(sizes.items())), itemsize, limit)
+    with _LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+    import cotengra as ctg
+
+    SLICE_SEARCHES["n"] += 1
+    tree = ctg.ContractionTree.from_path(
+        [tuple(t) for t in terms], tuple(out), dict(sizes), ssa_path=[tuple(p) for p in path]
+    )
+    target = tree.max_size()
+    result = peak = None
+    while target > 1:
+        target = max(1, target // 2)
+        sliced_tree = tree.slice_and_reconfigure(target_size=target, progbar=progress)
+        sliced = tuple((lab, sizes[lab]) for lab in sorted(sliced_tree.sliced_inds))
+        new_path = tuple(tuple(int(i) for i in p) for p in sliced_tree.get_ssa_path())
+        peak = slice_peak_bytes(_attrs(terms, out, sliced, new_path), shapes, itemsize)
+        if peak + out_bytes <= limit:
+            result = (sliced, new_path)
+            break
+    if result is None:
+        raise MemoryLimitError(
+            f"contraction: even the finest slicing leaves a per-slice peak of {peak} bytes plus "
+            f"{out_bytes} bytes of output, more than memory_limit={limit} bytes"
+        )
+    with _LOCK:
+        _CACHE[key] = result
+    return result

@@ -1,0 +1,302 @@
+"""Running SLICED networks: slices spread over CPU threads, several devices, or a Dask cluster.
+
+Each backend compiles the per-slice network (graph/ops_sliced.inner_network, optimized by the
+permutation and fusion passes) once; a slice is a straight run of that program on views of the
+operands, and its part is added into an accumulator. Workers keep their own accumulator and
+the accumulators are added once at the end:
+
+- threads (``threads=`` of evaluate): workers on one backend pull slices from a shared counter,
+  as many as the memory limit allows at once;
+- devices (``device=["cuda:0", "cuda:1"]`` or ``"cuda:*"``): one worker thread per device, each
+  with its own copy of the operands; a device pulls its next slice when it has finished the
+  last one, so faster devices take more slices (balanced by measured throughput);
+- Dask (``scheduler=client``): slices go out in chunks as tasks, each worker runs the compiled
+  sub-plan on its own device, and the partial sums are added as a tree. Dask retries the tasks
+  of a worker that is lost.
+
+Under ``deterministic=True`` slices are dealt to workers round-robin and the accumulators are
+added in worker order, so results are bitwise the same on every run (for the same workers).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tenloom.graph.graph import Graph
+from tenloom.graph.node import Node
+from tenloom.graph.ops import Op
+from tenloom.graph.ops_sliced import (
+    inner_network,
+    n_slices,
+    output_views,
+    slice_feed,
+    slice_index,
+    slice_peak_bytes,
+    slice_values,
+)
+from tenloom.runtime.determinism import DETERMINISTIC, THREADS
+
+
+@dataclass
+class SliceContext:
+    """How the current evaluation runs its sliced networks."""
+
+    devices: tuple = ()  # backends of a multi-device evaluation (empty: the node's own backend)
+    client: Any = None  # a dask.distributed.Client
+    memory_limit: int | None = None
+    device_name: str = "cpu"  # what Dask workers run on
+
+
+CONTEXT: contextvars.ContextVar[SliceContext | None] = contextvars.ContextVar(
+    "tenloom_slicing", default=None
+)
+
+
+@dataclass
+class RunStats:
+    """What the last sliced run did (benchmarks report it): slices and busy seconds per worker."""
+
+    workers: list[str] = field(default_factory=list)
+    slices: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+
+LAST_RUN = RunStats()
+
+
+@functools.lru_cache(maxsize=128)
+def optimized_inner(attrs: tuple, shapes: tuple, dtypes: tuple) -> tuple[Graph, tuple]:
+    """The per-slice network after the layout and fusion passes; (graph, leaves)."""
+    from tenloom.passes import run_pipeline
+
+    net = inner_network(attrs, shapes, dtypes)
+    passes = ("simplify", "cse", "eliminate_permutations", "fuse_elementwise")
+    graph, _ = run_pipeline(net.graph, passes)
+    return graph, net.leaves
+
+
+def _inner_of(node: Node) -> tuple[Graph, tuple]:
+    return optimized_inner(
+        node.attrs, tuple(x.shape for x in node.inputs), tuple(x.dtype.str for x in node.inputs)
+    )
+
+
+def run_program(prog, backend, feed: dict) -> list:
+    """One straight run of a compiled program; placeholders read ``feed`` (id -> array)."""
+    vals: list = [None] * prog.n_slots
+    for step in prog.steps:
+        if step.kernel is None:
+            node = step.node
+            if node.op is Op.PLACEHOLDER:
+                vals[step.out] = feed[id(node)]
+            else:
+                vals[step.out] = backend.from_host(node.attrs[0].value, True)
+        else:
+            vals[step.out] = step.kernel(*[vals[i] for i in step.inputs])
+        for f in step.free:
+            vals[f] = None
+    return [vals[k] for k in prog.outputs]
+
+
+class _Worker:
+    """Runs slices of one node on one backend into its own accumulator."""
+
+    def __init__(self, node: Node, backend: Any, arrays: list, graph: Graph, leaves: tuple):
+        from tenloom.runtime.executor import program_for
+
+        self.attrs = node.attrs
+        self.backend = backend
+        self.arrays = arrays
+        self.prog = program_for(graph, backend)
+        self.leaves = leaves
+        self.acc = backend.zeros(node.shape, node.dtype)
+        self.views = output_views(self.attrs, self.acc, [x.shape for x in node.inputs])
+        self.count = 0
+        self.busy = 0.0
+
+    def run(self, k: int) -> None:
+        t0 = time.perf_counter()
+        values = slice_values(self.attrs, k)
+        feed = slice_feed(self.attrs, self.arrays, values)
+        parts = run_program(self.prog, self.backend, {id(p): a for p, a in zip(self.leaves, feed)})
+        for (view, term), part in zip(self.views, parts):
+            idx = slice_index(term, values)
+            if idx:
+                view[idx] += part
+            else:
+                view += part
+        self.count += 1
+        self.busy += time.perf_counter() - t0
+
+
+def _deal(n: int, workers: list, sync) -> None:
+    """Run slices 0..n-1 on the workers concurrently (one thread each). Dynamic: a worker takes
+    the next slice when it is free. Deterministic mode: slice k goes to worker k % W."""
+    if len(workers) == 1:
+        for k in range(n):
+            workers[0].run(k)
+        sync(workers[0])
+        return
+    deterministic = DETERMINISTIC.get()
+    counter = itertools.count()
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def loop(w: int) -> None:
+        worker = workers[w]
+        try:
+            if deterministic:
+                for k in range(w, n, len(workers)):
+                    if errors:
+                        return
+                    worker.run(k)
+            else:
+                while not errors:
+                    with lock:
+                        k = next(counter)
+                    if k >= n:
+                        break
+                    worker.run(k)
+                    sync(worker)  # pace the next pull by what the device has really done
+            sync(worker)
+        except BaseException as e:  # noqa: BLE001 - re-raised below, in the caller's thread
+            errors.append(e)
+
+    threads = [
+        threading.Thread(target=contextvars.copy_context().run, args=(loop, w), daemon=True)
+        for w in range(len(workers))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _record(workers: list, names: list[str]) -> None:
+    LAST_RUN.workers[:] = names
+    LAST_RUN.slices[:] = [w.count for w in workers]
+    LAST_RUN.seconds[:] = [w.busy for w in workers]
+
+
+def concurrency(node: Node, limit: int | None, wanted: int) -> int:
+    """How many slices may run at once: ``wanted``, fewer where the memory limit says so (each
+    extra worker holds one slice's peak and an accumulator)."""
+    n = n_slices(node.attrs)
+    wanted = max(1, min(wanted, n))
+    if limit is None:
+        return wanted
+    per = slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize)
+    room = limit - node.nbytes - per
+    return max(1, min(wanted, 1 + room // max(per + node.nbytes, 1)))
+
+
+def sliced_kernel(node: Node, backend: Any):
+    """The kernel of a SLICED node on ``backend``."""
+
+    def run(*xs):
+        ctx = CONTEXT.get() or SliceContext()
+        if ctx.client is not None:
+            return backend.from_host(_run_dask(node, ctx, [backend.to_host(x) for x in xs]))
+        graph, leaves = _inner_of(node)
+        if len(ctx.devices) > 1:
+            return _run_devices(node, ctx, backend, xs, graph, leaves)
+        w = concurrency(node, ctx.memory_limit, THREADS.get())
+        workers = [_Worker(node, backend, list(xs), graph, leaves) for _ in range(w)]
+        _deal(n_slices(node.attrs), workers, lambda worker: None)
+        _record(workers, [backend.kind] * w)
+        acc = workers[0].acc
+        for other in workers[1:]:
+            acc += other.acc
+        return acc
+
+    return run
+
+
+def _run_devices(node: Node, ctx: SliceContext, backend: Any, xs, graph, leaves):
+    """One worker per device, each with its own copy of the operands; partial sums meet on the
+    node's own device."""
+    host = [np.asarray(backend.to_host(x)) for x in xs]
+    workers = []
+    for be in ctx.devices:
+        arrays = [be.from_host(h) for h in host]
+        workers.append(_Worker(node, be, arrays, graph, leaves))
+    _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
+    _record(workers, [w.backend.kind for w in workers])
+    total = np.asarray(workers[0].backend.to_host(workers[0].acc))
+    for w in workers[1:]:
+        total = total + w.backend.to_host(w.acc)
+    return backend.from_host(total)
+
+
+# ---- Dask -----------------------------------------------------------------------------------
+
+
+def run_chunk(attrs, shapes, dtypes, device: str, start: int, stop: int, delay: float, *arrays):
+    """A Dask task: slices ``start..stop-1`` on this worker's device; returns the partial sum
+    as a host array. (Module-level so that workers import it by name.)"""
+    from tenloom.graph.node import make_node
+    from tenloom.runtime.backends import get_backend
+    from tenloom.runtime.evaluate import parse_device
+
+    kind, index = parse_device(device)
+    backend = get_backend(kind, index)
+    from tenloom.graph.api import placeholder
+
+    inputs = tuple(placeholder(s, d).node for s, d in zip(shapes, dtypes))
+    node = make_node(Op.SLICED, inputs, attrs)
+    graph, leaves = optimized_inner(attrs, tuple(shapes), tuple(dtypes))
+    worker = _Worker(node, backend, [backend.from_host(a) for a in arrays], graph, leaves)
+    for k in range(start, stop):
+        if delay:
+            time.sleep(delay)  # test hook: keeps tasks in flight long enough to kill a worker
+        worker.run(k)
+    return np.asarray(backend.to_host(worker.acc))
+
+
+def _add(a, b):
+    return a + b
+
+
+def _run_dask(node: Node, ctx: SliceContext, host: list):
+    from tenloom.runtime import testing
+
+    client = ctx.client
+    n = n_slices(node.attrs)
+    n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+    chunks = min(n, 4 * n_workers)
+    bounds = [(n * c) // chunks for c in range(chunks + 1)]
+    data = client.scatter(host, broadcast=True)
+    shapes = tuple(x.shape for x in node.inputs)
+    dtypes = tuple(x.dtype.str for x in node.inputs)
+    futures = [
+        client.submit(
+            run_chunk,
+            node.attrs,
+            shapes,
+            dtypes,
+            ctx.device_name,
+            bounds[c],
+            bounds[c + 1],
+            testing.slice_delay,
+            *data,
+            pure=False,
+            retries=2,
+        )
+        for c in range(chunks)
+        if bounds[c] < bounds[c + 1]
+    ]
+    while len(futures) > 1:  # tree reduction, pairs in order (deterministic for fixed chunks)
+        nxt = [client.submit(_add, a, b, pure=False) for a, b in zip(futures[::2], futures[1::2])]
+        if len(futures) % 2:
+            nxt.append(futures[-1])
+        futures = nxt
+    return futures[0].result()
