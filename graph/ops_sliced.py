@@ -122,10 +122,13 @@ def inner_for(node: Node) -> InnerNetwork:
     )
 
 
-def slice_peak_bytes(attrs: tuple, shapes, itemsize: int) -> int:
-    """Predicted peak bytes of one slice: its live intermediates, plus room for one copy of the
-    bigger operand at each step (a GEMM on views may need a contiguous copy)."""
+def slice_peak_bytes(attrs: tuple, shapes, itemsize: int, reverse: bool | None = None) -> int:
+    """Predicted peak bytes of one slice: its live intermediates, plus room at each step for
+    contiguous copies of both operands and of the result (a GEMM on views or in another index
+    order copies). For a reverse sweep (``reverse``, default: the node is one) every forward
+    intermediate stays alive, with cotangents and their copies on top."""
     terms, out, sliced, path, wrt = attrs
+    reverse = wrt is not None if reverse is None else reverse
     cut = {lab for lab, _ in sliced}
     sizes = label_sizes(shapes, terms)
     inner = [tuple(lab for lab in t if lab not in cut) for t in terms]
@@ -133,22 +136,25 @@ def slice_peak_bytes(attrs: tuple, shapes, itemsize: int) -> int:
     live_terms = list(inner)
     is_inter = [False] * len(inner)
     needed = Counter(lab for t in inner for lab in t) + Counter(out)
-    live = peak = 0
+    live = peak = total = biggest = 0
     for i, j in path:
         ta, tb = live_terms[i], live_terms[j]
         needed -= Counter(ta) + Counter(tb)
         keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in out))
         needed += Counter(keep)
         new = size(keep)
-        peak = max(peak, live + new + max(size(ta), size(tb)))
+        peak = max(peak, live + 2 * new + size(ta) + size(tb))
+        total += new
+        biggest = max(biggest, new, size(ta), size(tb))
         live += new
         for k in (i, j):
             if is_inter[k]:
                 live -= size(live_terms[k])
         live_terms.append(keep)
         is_inter.append(True)
-    factor = 3 if wrt is not None else 1  # a reverse sweep keeps the forward intermediates
-    return peak * itemsize * factor
+    if reverse:
+        peak = max(peak, total + 4 * biggest)
+    return peak * itemsize
 
 
 def _infer(inputs, attrs):

@@ -225,7 +225,14 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
         item_terms = [t for _, t in items]
         itemsize = np.result_type(*[x.dtype for x, _ in items]).itemsize
         found = slice_to_fit(
-            item_terms, out, sizes, path, itemsize, parse_bytes(limit), options.get("progress")
+            item_terms,
+            out,
+            sizes,
+            path,
+            itemsize,
+            parse_bytes(limit),
+            options.get("progress", False),
+            options.get("reverse_sweep", False),  # tl.grad: slices must hold the reverse sweep
         )
         if found is not None:
             sliced, path = found

@@ -48,19 +48,22 @@ def _attrs(terms, out, sliced, path):
     return (tuple(map(tuple, terms)), tuple(out), tuple(sliced), tuple(map(tuple, path)), None)
 
 
-def slice_to_fit(terms, out, sizes, path, itemsize: int, limit: int, progress: bool = False):
+def slice_to_fit(
+    terms, out, sizes, path, itemsize: int, limit: int, progress: bool = False, reverse=False
+):
     """``(sliced, path)`` making the network's per-slice peak plus its output fit ``limit``;
-    ``None`` when it fits unsliced. Raises MemoryLimitError when no slicing can fit."""
+    ``None`` when it fits unsliced. Raises MemoryLimitError when no slicing can fit. With
+    ``reverse``, the slices must also hold the network's reverse sweep (gradients)."""
     shapes = [tuple(sizes[lab] for lab in t) for t in terms]
     out_bytes = math.prod(sizes[lab] for lab in out) * itemsize
-    if slice_peak_bytes(_attrs(terms, out, (), path), shapes, itemsize) + out_bytes <= limit:
+    if slice_peak_bytes(_attrs(terms, out, (), path), shapes, itemsize, reverse) + out_bytes <= limit:
         return None
     if out_bytes >= limit:
         raise MemoryLimitError(
             f"contraction: the output {fmt_shape(tuple(sizes[lab] for lab in out))} alone needs "
             f"{out_bytes} bytes, more than memory_limit={limit} bytes; no slicing can fit"
         )
-    key = (tuple(map(tuple, terms)), tuple(out), tuple(sorted(sizes.items())), itemsize, limit)
+    key = (tuple(map(tuple, terms)), tuple(out), tuple(sorted(sizes.items())), itemsize, limit, reverse)
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]
@@ -77,7 +80,7 @@ def slice_to_fit(terms, out, sizes, path, itemsize: int, limit: int, progress: b
         sliced_tree = tree.slice_and_reconfigure(target_size=target, progbar=progress)
         sliced = tuple((lab, sizes[lab]) for lab in sorted(sliced_tree.sliced_inds))
         new_path = tuple(tuple(int(i) for i in p) for p in sliced_tree.get_ssa_path())
-        peak = slice_peak_bytes(_attrs(terms, out, sliced, new_path), shapes, itemsize)
+        peak = slice_peak_bytes(_attrs(terms, out, sliced, new_path), shapes, itemsize, reverse)
         if peak + out_bytes <= limit:
             result = (sliced, new_path)
             break

@@ -41,7 +41,7 @@ def _pre_options(opts: dict[str, Any]) -> dict[str, Any]:
     if opts.get("memory_limit") is not None:
         from tenloom.passes.slicing import parse_bytes
 
-        opts = {**opts, "memory_limit": parse_bytes(opts["memory_limit"])}
+        opts = {**opts, "memory_limit": parse_bytes(opts["memory_limit"]), "reverse_sweep": True}
     return opts
 
 

@@ -39,6 +39,7 @@ class Report:
     rows: list[Row]
     networks: list[Network]
     graph: Graph
+    slicing: list[dict] = field(default_factory=list)
 
     @property
     def before(self) -> Row:
@@ -66,7 +67,21 @@ class Report:
                     f"  {n.operands} operands, {_num(n.flops_left_to_right)} flops left to right:"
                     f" {eq}"
                 )
+        lines += self._slicing_lines()
         return "\n".join(lines)
+
+    def _slicing_lines(self) -> list[str]:
+        if not self.slicing:
+            return []
+        lines = ["", "sliced networks (memory_limit):"]
+        for s in self.slicing:
+            inds = ", ".join(f"{lab}:{size}" for lab, size in s["indices"])
+            lines.append(
+                f"  {s['operands']} operands, sliced over [{inds}]: {s['slices']} slices, "
+                f"flops overhead {s['overhead']:.3f}x, predicted peak per slice "
+                f"{_num(s['peak_per_slice'])} bytes"
+            )
+        return lines
 
     def _repr_pretty_(self, p, cycle) -> None:  # IPython
         p.text(str(self))
@@ -132,4 +147,32 @@ def explain(*tensors: Any, **opts: Any) -> Report:
                 )
             )
     assert math.isfinite(rows[-1].flops)
-    return Report(rows, networks, final)
+    slicing = [slicing_summary(n, opts) for n in final.order if n.op is Op.SLICED]
+    return Report(rows, networks, final, slicing)
+
+
+def slicing_summary(node, opts: dict) -> dict:
+    """Indices sliced, number of slices, flops overhead against the unsliced tree that the order
+    search chose (from its path cache), and the predicted peak bytes of one slice."""
+    import cotengra as ctg
+
+    from tenloom.graph.ops_sliced import label_sizes, n_slices, slice_peak_bytes
+    from tenloom.passes.contraction_order import find_path, path_cost
+
+    terms, out, sliced, path, wrt = node.attrs
+    ops = node.inputs[: len(terms)]
+    sizes = label_sizes([x.shape for x in ops], terms)
+    unsliced = path_cost(terms, out, sizes, find_path(terms, out, sizes, opts))
+    tree = ctg.ContractionTree.from_path(terms, out, sizes, ssa_path=path)
+    for lab, _ in sliced:
+        tree.remove_ind_(lab)
+    total = float(tree.contraction_cost())  # cotengra counts every slice
+    return {
+        "operands": len(terms),
+        "indices": list(sliced),
+        "slices": n_slices(node.attrs),
+        "overhead": total / max(unsliced, 1.0),
+        "peak_per_slice": slice_peak_bytes(
+            node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize
+        ),
+    }

@@ -1,0 +1,240 @@
+"""memory_limit by slicing: sliced networks match unsliced ones, stay within the limit
+(tracemalloc), run over threads and Dask, and differentiate slice by slice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+from tenloom.graph.node import make_node
+from tenloom.graph.ops import Op
+from tenloom.graph.traverse import toposort
+from tenloom.passes import contraction_order as order_pass
+from tenloom.passes import slicing
+from tenloom.runtime import evaluate as ev
+from tenloom.runtime import testing
+from tenloom.runtime.sliced import LAST_RUN
+
+import tenloom as tl
+
+RNG = np.random.default_rng(7)
+
+
+def lattice(n: int, m: int, d: int, dtype=np.float64, seed: int = 0):
+    """A closed n x m lattice network of bond dimension d: (tensors, arrays, tl.einsum args)."""
+    rng = np.random.default_rng(seed)
+    bonds: dict = {}
+
+    def bond(a, b):
+        return bonds.setdefault((min(a, b), max(a, b)), len(bonds))
+
+    args, arrays = [], []
+    for i in range(n):
+        for j in range(m):
+            labels = [
+                bond((i, j), (i + di, j + dj))
+                for di, dj in ((-1, 0), (1, 0), (0, -1), (0, 1))
+                if 0 <= i + di < n and 0 <= j + dj < m
+            ]
+            a = rng.standard_normal((d,) * len(labels))
+            if np.dtype(dtype).kind == "c":
+                a = a + 1j * rng.standard_normal(a.shape)
+            a = (a / np.sqrt(a.size) * 2).astype(dtype)
+            arrays.append(a)
+            args += [tl.asarray(a), labels]
+    args.append([])
+    return arrays, args
+
+
+def traced_peak(fn):
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def sliced_nodes(*tensors):
+    graph = ev.optimize_graph(ev.build_graph(tensors), {"optimize": "greedy"})
+    return [n for n in graph.order if n.op is Op.SLICED]
+
+
+def test_sliced_network_matches_and_stays_within_the_limit():
+    arrays, args = lattice(6, 6, 6)
+    y = tl.einsum(*args)
+    expected, unsliced_peak = traced_peak(lambda: y.evaluate(optimize="greedy"))
+    limit = unsliced_peak // 4
+    report = tl.explain(y, optimize="greedy", memory_limit=limit)
+    assert report.slicing and report.slicing[0]["slices"] > 1
+    assert "sliced over" in str(report)
+    y.evaluate(optimize="greedy", memory_limit=limit)  # search and compile outside the trace
+    got, peak = traced_peak(lambda: y.evaluate(optimize="greedy", memory_limit=limit))
+    assert peak <= limit, (peak, limit, unsliced_peak)
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+    assert sum(LAST_RUN.slices) == report.slicing[0]["slices"]
+
+
+def test_limit_as_string_and_threads_and_determinism():
+    arrays, args = lattice(5, 5, 6, seed=1)
+    y = tl.einsum(*args)
+    expected = y.evaluate(optimize="greedy")
+    for threads in (1, 2):
+        got = y.evaluate(optimize="greedy", memory_limit="200 KB", threads=threads)
+        np.testing.assert_allclose(got, expected, rtol=1e-10)
+    assert len(LAST_RUN.workers) == 2 and all(c > 0 for c in LAST_RUN.slices)
+    runs = {
+        y.evaluate(
+            optimize="greedy", memory_limit="200 KB", threads=2, deterministic=True
+        ).tobytes()
+        for _ in range(20)
+    }
+    assert len(runs) == 1
+
+
+def test_limit_that_no_slicing_meets_raises_at_once_without_search():
+    big = tl.asarray(RNG.standard_normal((200, 200)))  # 320 kB input
+    small = tl.asarray(RNG.standard_normal((200, 3)))
+    searches, slice_searches, passes = (
+        order_pass.SEARCHES["n"],
+        slicing.SLICE_SEARCHES["n"],
+        ev.PASS_RUNS["n"],
+    )
+    t0 = time.perf_counter()
+    with pytest.raises(tl.MemoryLimitError, match="input const float64\\(200, 200\\) alone"):
+        tl.einsum("ij,jk,il->", big, small, small).evaluate(memory_limit=100_000)
+    with pytest.raises(tl.MemoryLimitError, match="outputs alone need"):
+        tl.einsum("ij,kl->ijkl", small, small).evaluate(memory_limit=100_000)
+    assert time.perf_counter() - t0 < 2.0
+    assert order_pass.SEARCHES["n"] == searches
+    assert slicing.SLICE_SEARCHES["n"] == slice_searches
+    assert ev.PASS_RUNS["n"] == passes
+
+
+def _sliced_node(terms, out, sliced, arrays, wrt=None, ct=None):
+    inputs = [tl.asarray(a).node for a in arrays]
+    if wrt is not None:
+        inputs.append(tl.asarray(ct).node)
+    sizes = {lab: s for a, t in zip(arrays, terms) for lab, s in zip(t, a.shape)}
+    path = tuple((0, 1) if i == 0 else (len(terms) + i - 1, i + 1) for i in range(len(terms) - 1))
+    sl = tuple((lab, sizes[lab]) for lab in sliced)
+    return tl.Tensor(make_node(Op.SLICED, tuple(inputs), (terms, out, sl, path, wrt)))
+
+
+@pytest.mark.parametrize("sliced", [(1,), (0,), (0, 3), (1, 2, 4)])
+def test_sliced_node_places_output_indices_and_sums_the_others(sliced):
+    a = RNG.standard_normal((3, 4, 5))
+    b = RNG.standard_normal((5, 4, 2))
+    c = RNG.standard_normal((2, 6)) + 1j * RNG.standard_normal((2, 6))
+    terms = ((0, 1, 2), (2, 1, 3), (3, 4))
+    y = _sliced_node(terms, (0, 4), sliced, [a, b, c])
+    expected = np.einsum("abc,cbd,de->ae", a, b, c)
+    np.testing.assert_allclose(y.evaluate(passes=()), expected, rtol=1e-12)
+    np.testing.assert_allclose(y.evaluate(passes=(), threads=2), expected, rtol=1e-12)
+    # the reverse sweep: cotangents of every operand, flat, against the unsliced VJP
+    ct = RNG.standard_normal((3, 6)) + 1j * RNG.standard_normal((3, 6))
+    flat = _sliced_node(terms, (0, 4), sliced, [a, b, c], wrt=(0, 1, 2), ct=ct)
+    ta, tb, tc = (tl.asarray(x) for x in (a, b, c))
+    want = tl.vjp(tl.einsum("abc,cbd,de->ae", ta, tb, tc), [ta, tb, tc], [tl.asarray(ct)])
+    want = np.concatenate([np.ravel(w) for w in tl.evaluate(*want)])
+    got = flat.evaluate(passes=())
+    np.testing.assert_allclose(got.real, want.real, rtol=1e-10, atol=1e-12)
+
+
+def test_sliced_node_checks_its_attributes():
+    a = tl.asarray(np.ones((3, 4))).node
+    b = tl.asarray(np.ones((4, 3))).node
+    good = (((0, 1), (1, 2)), (0, 2), ((1, 4),), ((0, 1),), None)
+    assert make_node(Op.SLICED, (a, b), good).shape == (3, 3)
+    with pytest.raises(tl.ShapeError, match="sliced label 5"):
+        make_node(Op.SLICED, (a, b), (((0, 1), (1, 2)), (0, 2), ((5, 2),), ((0, 1),), None))
+    with pytest.raises(tl.ShapeError, match="label 1 has size 4 and 3"):
+        make_node(Op.SLICED, (a, a), (((0, 1), (1, 0)), (), ((0, 3),), ((0, 1),), None))
+    with pytest.raises(tl.ShapeError, match="not a pairwise path"):
+        make_node(Op.SLICED, (a, b), (((0, 1), (1, 2)), (0, 2), ((0, 3),), ((0, 5),), None))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_sliced_gradient_equals_unsliced_and_stays_within_the_limit(dtype):
+    arrays, args = lattice(5, 5, 7, dtype=dtype, seed=3)
+    tensors = args[0:-1:2]
+    amp = tl.einsum(*args)
+    loss = tl.real(amp * tl.conj(amp)) if np.dtype(dtype).kind == "c" else amp * amp
+    grads = tl.grad(loss, tensors, optimize="greedy")
+    tl.evaluate(*grads, optimize="greedy")
+    plain, unsliced_peak = traced_peak(lambda: tl.evaluate(*grads, optimize="greedy"))
+    limit = unsliced_peak // 3
+    grads = tl.grad(loss, tensors, optimize="greedy", memory_limit=limit)
+    kinds = {n.attrs[4] is None for n in toposort([g.node for g in grads]) if n.op is Op.SLICED}
+    assert kinds == {True, False}  # the forward network and its reverse sweep, both sliced
+    tl.evaluate(*grads, optimize="greedy", memory_limit=limit)
+    got, peak = traced_peak(lambda: tl.evaluate(*grads, optimize="greedy", memory_limit=limit))
+    assert peak <= limit, (peak, limit, unsliced_peak)
+    for g, p in zip(got, plain):
+        np.testing.assert_allclose(g, p, rtol=1e-9, atol=1e-12 * np.abs(p).max())
+
+
+# ---- Dask -------------------------------------------------------------------------------------
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("dask.distributed is missing; the test extra installs it")
+        pytest.skip("dask.distributed is not installed")
+    return distributed
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = _distributed()
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def test_dask_cluster_matches_local(client):
+    arrays, args = lattice(5, 5, 6, seed=4)
+    y = tl.einsum(*args)
+    local = y.evaluate(optimize="greedy", memory_limit="200 KB")
+    remote = y.evaluate(optimize="greedy", memory_limit="200 KB", scheduler=client)
+    np.testing.assert_allclose(remote, local, rtol=1e-12)
+
+
+def test_dask_finishes_when_a_worker_dies_mid_run(client, monkeypatch):
+    arrays, args = lattice(5, 5, 6, seed=5)
+    y = tl.einsum(*args)
+    local = y.evaluate(optimize="greedy", memory_limit="100 KB")
+    monkeypatch.setattr(testing, "slice_delay", 0.3)
+    pids = client.run(os.getpid)
+    fut = tl.evaluate_async(y, optimize="greedy", memory_limit="100 KB", scheduler=client)
+    victim = None
+    deadline = time.monotonic() + 30
+    while victim is None and time.monotonic() < deadline:
+        busy = {w: ts for w, ts in client.processing().items() if ts and w in pids}
+        if len(busy) == 2 and not fut.done():
+            victim = sorted(busy)[0]
+        else:
+            time.sleep(0.02)
+    assert victim is not None, "tasks never reached both workers"
+    os.kill(pids[victim], signal.SIGKILL)
+    assert not fut.done()  # it died while its tasks were pending
+    (remote,) = fut.result(timeout=120)
+    np.testing.assert_allclose(remote, local, rtol=1e-12)
+    assert pids[victim] not in client.run(os.getpid).values()
+
+
+def test_scheduler_must_be_a_client():
+    y = tl.asarray(np.ones(3)).sum()
+    with pytest.raises(TypeError, match="not a dask.distributed.Client"):
+        y.evaluate(scheduler=object())
