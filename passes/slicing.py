@@ -56,14 +56,24 @@ def slice_to_fit(
     ``reverse``, the slices must also hold the network's reverse sweep (gradients)."""
     shapes = [tuple(sizes[lab] for lab in t) for t in terms]
     out_bytes = math.prod(sizes[lab] for lab in out) * itemsize
-    if slice_peak_bytes(_attrs(terms, out, (), path), shapes, itemsize, reverse) + out_bytes <= limit:
+    if (
+        slice_peak_bytes(_attrs(terms, out, (), path), shapes, itemsize, reverse) + out_bytes
+        <= limit
+    ):
         return None
     if out_bytes >= limit:
         raise MemoryLimitError(
             f"contraction: the output {fmt_shape(tuple(sizes[lab] for lab in out))} alone needs "
             f"{out_bytes} bytes, more than memory_limit={limit} bytes; no slicing can fit"
         )
-    key = (tuple(map(tuple, terms)), tuple(out), tuple(sorted(sizes.items())), itemsize, limit, reverse)
+    key = (
+        tuple(map(tuple, terms)),
+        tuple(out),
+        tuple(sorted(sizes.items())),
+        itemsize,
+        limit,
+        reverse,
+    )
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]
