@@ -78,6 +78,14 @@ class Tensor:
         out = self.evaluate()
         return out if dtype is None else out.astype(dtype)
 
+    def _repr_svg_(self) -> str | None:
+        """Jupyter: the graph as traced, as SVG (no pass runs). None, so that Jupyter shows the
+        text repr, when graphviz or its ``dot`` program is missing or the graph is too big to
+        draw; ``tl.visualize`` draws the optimized graph."""
+        from tenloom.visualize import repr_svg
+
+        return repr_svg(self)
+
     # ---- methods ------------------------------------------------------------------------
     def astype(self, dtype) -> "Tensor":
         return _api.astype(self, dtype)

@@ -96,6 +96,13 @@ class Plan:
             f"{len(self.optimized)} nodes, {self.cost.flops:.3g} flops)"
         )
 
+    def _repr_svg_(self) -> str | None:
+        """Jupyter: the compiled (optimized) graph as SVG; None, so that Jupyter shows the text
+        repr, when graphviz or its ``dot`` program is missing or the graph is too big to draw."""
+        from tenloom.visualize import repr_svg
+
+        return repr_svg(self)
+
 
 def compile(outputs: Any, inputs: Any = (), **opts: Any) -> Plan:  # noqa: A001
     """Optimize ``outputs`` once; the plan binds arrays to ``inputs`` (placeholders) in order."""

@@ -91,5 +91,6 @@ from tenloom.inspect import dump, to_networkx
 from tenloom.runtime.devices import Device, devices
 from tenloom.runtime.evaluate import evaluate, evaluate_async
 from tenloom.runtime.plan import Plan, compile, function
+from tenloom.visualize import visualize
 
 __version__ = "0.1.0"
