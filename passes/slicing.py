@@ -2,8 +2,8 @@
 
     tree(x1..xn), peak > limit  ->  SLICED(x1..xn; sliced indices, path), slice peak <= limit
 
-The slices come from cotengra: ``ContractionTree.slice_and_reconfigure`` picks the indices to
-fix and re-optimizes the subtrees around them, halving the target intermediate size until the
+The slices come from cotengra: ``ContractionTree.slice_`` picks the indices to fix and
+``subtree_reconfigure_`` re-optimizes the subtrees around them, doubling the slices until the
 predicted per-slice peak (graph/ops_sliced.slice_peak_bytes) plus the output fits. A limit that
 no slicing can meet (the output alone, or an operand, exceeds it) raises MemoryLimitError at
 once, without a search. Results are cached by network signature and limit.
@@ -83,14 +83,21 @@ def slice_to_fit(
     tree = ctg.ContractionTree.from_path(
         [tuple(t) for t in terms], tuple(out), dict(sizes), ssa_path=[tuple(p) for p in path]
     )
-    target = tree.max_size()
+    # cotengra's slice_and_reconfigure, step by step with fixed seeds (the same plan on every
+    # machine): slice about one more factor of 2 of the work, reconfigure the subtrees around
+    # the sliced indices, until one slice fits.
+    minimize = tree.get_default_objective()
     result = peak = None
-    while target > 1:
-        target = max(1, target // 2)
-        sliced_tree = tree.slice_and_reconfigure(target_size=target, progbar=progress)
-        sliced = tuple((lab, sizes[lab]) for lab in sorted(sliced_tree.sliced_inds))
-        new_path = tuple(tuple(int(i) for i in p) for p in sliced_tree.get_ssa_path())
+    for step in range(64):
+        if tree.max_size() <= 1:
+            break
+        tree.slice_(target_slices=2, temperature=0.01, minimize=minimize, seed=step)
+        tree.subtree_reconfigure_(minimize=minimize)
+        sliced = tuple((lab, sizes[lab]) for lab in sorted(tree.sliced_inds))
+        new_path = tuple(tuple(int(i) for i in p) for p in tree.get_ssa_path())
         peak = slice_peak_bytes(_attrs(terms, out, sliced, new_path), shapes, itemsize, reverse)
+        if progress:
+            print(f"slicing: {tree.nslices} slices, per-slice peak {peak} bytes")
         if peak + out_bytes <= limit:
             result = (sliced, new_path)
             break

@@ -20,6 +20,7 @@ added in worker order, so results are bitwise the same on every run (for the sam
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import itertools
@@ -120,8 +121,14 @@ class _Worker:
         self.views = output_views(self.attrs, self.acc, [x.shape for x in node.inputs])
         self.count = 0
         self.busy = 0.0
+        # a GPU backend's device must be current for the accumulation too (not only kernels)
+        self.device = getattr(backend, "device", None) or contextlib.nullcontext()
 
     def run(self, k: int) -> None:
+        with self.device:
+            self._run(k)
+
+    def _run(self, k: int) -> None:
         t0 = time.perf_counter()
         values = slice_values(self.attrs, k)
         feed = slice_feed(self.attrs, self.arrays, values)
