@@ -123,6 +123,19 @@ class _Worker:
         self.busy = 0.0
         # a GPU backend's device must be current for the accumulation too (not only kernels)
         self.device = getattr(backend, "device", None) or contextlib.nullcontext()
+        self._marker = getattr(backend, "marker", None)
+        self._pending = None
+
+    def pace(self) -> None:
+        """Wait until the slice before the last one has finished: one slice stays queued on
+        the device while the next is enqueued, and a worker pulls slices only as fast as its
+        device really runs them."""
+        if self._marker is None:
+            return
+        mark = self._marker()
+        if self._pending is not None:
+            self._pending.synchronize()
+        self._pending = mark
 
     def run(self, k: int) -> None:
         with self.device:
@@ -171,7 +184,7 @@ def _deal(n: int, workers: list, sync) -> None:
                     if k >= n:
                         break
                     worker.run(k)
-                    sync(worker)  # pace the next pull by what the device has really done
+                    worker.pace()  # pull the next slice only as fast as the device runs them
             sync(worker)
         except BaseException as e:  # noqa: BLE001 - re-raised below, in the caller's thread
             errors.append(e)

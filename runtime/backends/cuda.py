@@ -138,6 +138,14 @@ class Backend:
         if event is not None:
             stream.wait_event(event)
 
+    def marker(self):
+        """An event recorded on the current stream: ``.synchronize()`` waits for the work
+        enqueued so far (the sliced runner keeps one slice in flight per device with it)."""
+        with self.device:
+            event = cp.cuda.Event(disable_timing=True)
+            event.record()
+            return event
+
     def memory_stats(self) -> dict[str, int]:
         pool = cp.get_default_memory_pool()
         return {"used_bytes": pool.used_bytes(), "total_bytes": pool.total_bytes()}
