@@ -86,7 +86,7 @@ def test_limit_as_string_and_threads_and_determinism():
     for threads in (1, 2):
         got = y.evaluate(optimize="greedy", memory_limit="200 KB", threads=threads)
         np.testing.assert_allclose(got, expected, rtol=1e-10)
-    assert len(LAST_RUN.workers) == 2 and all(c > 0 for c in LAST_RUN.slices)
+    assert len(LAST_RUN.workers) == 2 and sum(LAST_RUN.slices) == 36
     runs = {
         y.evaluate(
             optimize="greedy", memory_limit="200 KB", threads=2, deterministic=True
@@ -94,6 +94,7 @@ def test_limit_as_string_and_threads_and_determinism():
         for _ in range(20)
     }
     assert len(runs) == 1
+    assert LAST_RUN.slices == [18, 18]  # dealt round-robin
 
 
 def test_limit_that_no_slicing_meets_raises_at_once_without_search():
