@@ -9,6 +9,7 @@ function on placeholders once per (shape, dtype) signature of its arguments and 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,10 +42,7 @@ class Plan:
     def __init__(self, outputs, inputs, **opts: Any):
         from tenloom.graph.api import lift
         from tenloom.passes import run_pipeline
-        from tenloom.passes.cost import graph_flops, node_madds, peak_bytes
-        from tenloom.runtime.backends import get_backend
-        from tenloom.runtime.evaluate import check_options, parse_device
-        from tenloom.runtime.executor import program_for
+        from tenloom.runtime.evaluate import check_options
 
         check_options(opts)
         self.inputs = [lift(x, "compile") for x in inputs]
@@ -58,17 +56,50 @@ class Plan:
             raise TenloomError(f"compile: the outputs read placeholders not in inputs: {names}")
         self.opts = opts
         self.optimized, ctx = run_pipeline(self.graph, opts.get("passes"), opts)
-        kind, index = parse_device(opts.get("device"))
-        self.device = opts.get("device") or "cpu"
+        self._prepare(ctx.stats)
+        COUNTERS["compiles"] += 1
+
+    def _prepare(self, stats: dict) -> None:
+        """Backend, program and cost of ``self.optimized`` (no pass, no search)."""
+        from tenloom.passes.cost import graph_flops, node_madds, peak_bytes
+        from tenloom.runtime.backends import get_backend
+        from tenloom.runtime.evaluate import parse_device
+        from tenloom.runtime.executor import program_for
+
+        kind, index = parse_device(self.opts.get("device"))
+        self.device = self.opts.get("device") or "cpu"
         self.backend = get_backend(kind, index)
         self.program = program_for(self.optimized, self.backend)
         self.cost = Cost(
             flops=graph_flops(self.optimized),
             madds=sum(node_madds(n) for n in self.optimized.order if n.op is Op.CONTRACT),
             peak_bytes=peak_bytes(self.optimized),
-            passes=ctx.stats,
+            passes=stats,
         )
-        COUNTERS["compiles"] += 1
+
+    @classmethod
+    def from_optimized(
+        cls, optimized: Graph, inputs: Any, stats: dict | None = None, **opts: Any
+    ) -> "Plan":
+        """A plan around a graph that has already been through the passes (what ``tl.load``
+        uses for a saved plan): no tracing, no pass and no path search. ``plan.graph`` is the
+        optimized graph too, as the traced one is not kept."""
+        from tenloom.runtime.evaluate import check_options
+
+        check_options(opts)
+        self = cls.__new__(cls)
+        self.inputs = list(inputs)
+        for k, x in enumerate(self.inputs):
+            if not isinstance(x, Node) or x.op is not Op.PLACEHOLDER:
+                raise TenloomError(f"plan: input {k} is not a placeholder node")
+        missing = {id(p) for p in optimized.placeholders} - {id(x) for x in self.inputs}
+        if missing:
+            names = [p.attrs[0] for p in optimized.placeholders if id(p) in missing]
+            raise TenloomError(f"plan: the outputs read placeholders not in inputs: {names}")
+        self.graph = self.optimized = optimized
+        self.opts = opts
+        self._prepare(dict(stats or {}))
+        return self
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
         from tenloom.runtime.executor import bind_feed, execute
@@ -89,6 +120,27 @@ class Plan:
         from tenloom.graph.dump import dump_nodes
 
         return dump_nodes(self.optimized.outputs)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the plan to ``path`` (JSON) and its constants to the sibling ``.npz``: the
+        optimized graph with its contraction trees and fused regions, the inputs in order, the
+        options and the per-pass stats. ``tl.load(path)`` gives it back with no pass or search.
+        Options that only steer optimization and are not plain data (an optimizer object,
+        ``cache_dir``, ``progress``, ``verify``) are left out; they have done their work."""
+        from tenloom.graph.serialize import save_document
+
+        opts = {}
+        for k, v in self.opts.items():
+            if k in _RUN_OPTIONS:
+                _encodable(v, k)
+                opts[k] = v
+            elif k in _SAVED_OPTIONS and _encodable(v):
+                opts[k] = v
+        stats = {
+            name: {k: v for k, v in values.items() if _encodable(v)}
+            for name, values in self.cost.passes.items()
+        }
+        save_document(path, self.optimized.outputs, "plan", self.inputs, opts, stats)
 
     def __repr__(self) -> str:
         return (
@@ -139,6 +191,97 @@ def function(fn: Callable | None = None, **opts: Any):
     return wrap(fn) if fn is not None else wrap
 
 
+# options a saved plan keeps: those that shape how it runs (checked on save and load) and
+# those that only recorded how it was optimized (kept when they are plain data)
+_RUN_OPTIONS = ("device", "to_host", "threads", "deterministic", "memory_limit")
+_SAVED_OPTIONS = ("passes", "optimize")
+
+
+def _encodable(value: Any, option: str | None = None) -> bool:
+    from tenloom.graph.serialize_values import SaveTypeError, encode_value
+
+    try:
+        encode_value(value)
+        return True
+    except SaveTypeError:
+        if option is None:
+            return False
+        raise SaveTypeError(
+            f"save: plan option {option}={value!r} cannot be written to a file"
+        ) from None
+
+
+def save(obj: Any, path: str | os.PathLike) -> None:
+    """Save a Tensor, a list or tuple of Tensors, or a Plan to ``path`` (JSON) plus a sibling
+    ``.npz`` holding the constants; ``load(path)`` reads it back. The schema is in
+    docs/format.md."""
+    from tenloom.graph.serialize import save_document
+    from tenloom.graph.serialize_values import SaveTypeError
+
+    if isinstance(obj, Plan):
+        obj.save(path)
+        return
+    items = [obj] if isinstance(obj, Tensor) else obj
+    if not isinstance(items, (list, tuple)) or not items:
+        raise SaveTypeError(
+            f"save: expected a Tensor, a non-empty list or tuple of Tensors, or a Plan; "
+            f"got {type(obj).__name__}"
+        )
+    for k, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise SaveTypeError(f"save: item {k} is a {type(t).__name__}, not a Tensor")
+    save_document(path, [t.node for t in items])
+
+
+def load(path: str | os.PathLike) -> Any:
+    """Read what ``save`` wrote: a Tensor (one output), a tuple of Tensors (several), or a Plan
+    ready to call (no tracing, pass or path search). Anything malformed raises
+    GraphFormatError; loading never runs code from the files and reads nothing outside the
+    JSON file's folder."""
+    from tenloom.graph.errors import GraphFormatError
+    from tenloom.graph.serialize import load_document
+
+    loaded = load_document(path, fused_check=_fusable)
+    if loaded.kind == "graph":
+        outs = tuple(Tensor(n) for n in loaded.outputs)
+        return outs[0] if len(outs) == 1 else outs
+    opts = loaded.options
+    problem = _check_loaded_options(opts)
+    if problem:
+        raise GraphFormatError(f"{os.fspath(path)}: {problem}")
+    graph = Graph(loaded.outputs)
+    return Plan.from_optimized(graph, loaded.inputs, loaded.stats, **opts)
+
+
+def _fusable(step: Any) -> bool:
+    """What the fusion pass itself would put in a fused region (the kernel generators know
+    exactly these ops and dtypes)."""
+    from tenloom.passes.fuse_elementwise import TEMPLATES, region_dtype
+
+    return step.op in TEMPLATES and region_dtype(step) is not None
+
+
+def _check_loaded_options(opts: dict) -> str | None:
+    for k in opts:
+        if k not in _RUN_OPTIONS + _SAVED_OPTIONS:
+            return f"unknown plan option {k!r}"
+    checks = {
+        "device": lambda v: v is None or isinstance(v, str),
+        "to_host": lambda v: type(v) is bool,
+        "threads": lambda v: v is None or (type(v) is int and v >= 1),
+        "deterministic": lambda v: type(v) is bool,
+        "memory_limit": lambda v: v is None or type(v) in (int, str),
+        "optimize": lambda v: v is None or type(v) in (str, bool, dict),
+        "passes": lambda v: (
+            v is None or (isinstance(v, (list, tuple)) and all(type(p) is str for p in v))
+        ),
+    }
+    for k, ok in checks.items():
+        if k in opts and not ok(opts[k]):
+            return f"plan option {k}={opts[k]!r} has the wrong type"
+    return None
+
+
 def _flatten(out: Any) -> tuple[list, Callable[[list], Any]]:
     """Leaves (Tensors) of a nest of tuples, lists and dicts, and a function rebuilding the
     nest from their values."""
@@ -164,4 +307,4 @@ def _flatten(out: Any) -> tuple[list, Callable[[list], Any]]:
     raise TypeError(f"function: return Tensors in tuples, lists or dicts, not {type(out).__name__}")
 
 
-__all__ = ["Plan", "compile", "function", "Node"]
+__all__ = ["Plan", "compile", "function", "load", "save", "Node"]

@@ -90,7 +90,7 @@ from tenloom.graph.tensor import Tensor
 from tenloom.inspect import dump, to_networkx
 from tenloom.runtime.devices import Device, devices
 from tenloom.runtime.evaluate import evaluate, evaluate_async
-from tenloom.runtime.plan import Plan, compile, function
+from tenloom.runtime.plan import Plan, compile, function, load, save
 from tenloom.visualize import visualize
 
 __version__ = "0.1.0"
