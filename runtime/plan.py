@@ -54,8 +54,18 @@ class Plan:
         if missing:
             names = [p.attrs[0] for p in self.graph.placeholders if id(p) in missing]
             raise TenloomError(f"compile: the outputs read placeholders not in inputs: {names}")
+        limit = opts.get("memory_limit")
+        if limit is not None:
+            from tenloom.runtime.evaluate import check_limit_feasible, parse_bytes
+
+            opts = {**opts, "memory_limit": parse_bytes(limit)}
+            check_limit_feasible(self.graph, opts["memory_limit"])
         self.opts = opts
         self.optimized, ctx = run_pipeline(self.graph, opts.get("passes"), opts)
+        if limit is not None:
+            from tenloom.runtime.evaluate import check_memory_limit
+
+            check_memory_limit(self.optimized, opts["memory_limit"])
         self._prepare(ctx.stats)
         COUNTERS["compiles"] += 1
 
@@ -63,13 +73,19 @@ class Plan:
         """Backend, program and cost of ``self.optimized`` (no pass, no search)."""
         from tenloom.passes.cost import graph_flops, node_madds, peak_bytes
         from tenloom.runtime.backends import get_backend
-        from tenloom.runtime.evaluate import parse_device
+        from tenloom.runtime.evaluate import device_names, parse_device
         from tenloom.runtime.executor import program_for
 
-        kind, index = parse_device(self.opts.get("device"))
-        self.device = self.opts.get("device") or "cpu"
-        self.backend = get_backend(kind, index)
+        self.devices = device_names(self.opts.get("device"))
+        self.device = self.devices[0]
+        self.backend = get_backend(*parse_device(self.device))
         self.program = program_for(self.optimized, self.backend)
+        # nothing to set up around a call: no devices to spread over, no cluster, no limit
+        self._plain = (
+            len(self.devices) == 1
+            and not any(self.opts.get(k) for k in ("scheduler", "memory_limit", "deterministic"))
+            and self.opts.get("to_host", True)
+        )
         self.cost = Cost(
             flops=graph_flops(self.optimized),
             madds=sum(node_madds(n) for n in self.optimized.order if n.op is Op.CONTRACT),
@@ -107,14 +123,19 @@ class Plan:
         if len(arrays) != len(self.inputs):
             raise ShapeError(f"plan: {len(arrays)} arrays for {len(self.inputs)} inputs")
         bound = bind_feed(self.optimized, dict(zip(self.inputs, arrays)))
-        return execute(
-            self.optimized,
-            bound,
-            self.backend,
-            self.device,
-            self.opts.get("to_host", True),
-            self.opts.get("threads", 1) or 1,
-        )
+        opts = self.opts
+        threads = opts.get("threads", 1) or 1
+        if self._plain:
+            return execute(self.optimized, bound, self.backend, self.device, True, threads)
+        from tenloom.runtime.determinism import deterministic_mode
+        from tenloom.runtime.evaluate import slicing_context
+
+        with (
+            deterministic_mode(bool(opts.get("deterministic")), threads),
+            slicing_context(self.devices, opts.get("scheduler"), opts.get("memory_limit")),
+        ):
+            to_host = opts.get("to_host", True)
+            return execute(self.optimized, bound, self.backend, self.device, to_host, threads)
 
     def dump(self) -> str:
         from tenloom.graph.dump import dump_nodes
