@@ -169,6 +169,10 @@ def _check_tensordot(ins, at, op):
 def _check_contract(ins, at, op):
     _arity(at, 7, op)
     a, b, out, batch, left, con, right = (_ints(x, "contract labels") for x in at)
+    if len(a) != ins[0].ndim or len(b) != ins[1].ndim:  # the rule checks operand 0 only
+        raise BadFormat(
+            f"contract: labels {a} and {b} for operands of {ins[0].ndim} and {ins[1].ndim} axes"
+        )
     for labels in (a, b, out, batch + left + con + right):
         if len(set(labels)) != len(labels):
             raise BadFormat(f"contract: labels {labels} repeat")

@@ -147,7 +147,8 @@ class Plan:
         optimized graph with its contraction trees and fused regions, the inputs in order, the
         options and the per-pass stats. ``tl.load(path)`` gives it back with no pass or search.
         Options that only steer optimization and are not plain data (an optimizer object,
-        ``cache_dir``, ``progress``, ``verify``) are left out; they have done their work."""
+        ``cache_dir``, ``progress``, ``verify``) are left out, as is a Dask ``scheduler``
+        (a connection, not data)."""
         from tenloom.graph.serialize import save_document
 
         opts = {}
@@ -287,7 +288,11 @@ def _check_loaded_options(opts: dict) -> str | None:
         if k not in _RUN_OPTIONS + _SAVED_OPTIONS:
             return f"unknown plan option {k!r}"
     checks = {
-        "device": lambda v: v is None or isinstance(v, str),
+        "device": lambda v: (
+            v is None
+            or type(v) is str
+            or (type(v) in (list, tuple) and all(type(d) is str for d in v))
+        ),
         "to_host": lambda v: type(v) is bool,
         "threads": lambda v: v is None or (type(v) is int and v >= 1),
         "deterministic": lambda v: type(v) is bool,
