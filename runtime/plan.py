@@ -305,6 +305,13 @@ def _check_loaded_options(opts: dict) -> str | None:
     for k, ok in checks.items():
         if k in opts and not ok(opts[k]):
             return f"plan option {k}={opts[k]!r} has the wrong type"
+    if opts.get("memory_limit") is not None:
+        from tenloom.runtime.evaluate import parse_bytes
+
+        try:  # the runtime reads it as bytes, as compile leaves it
+            opts["memory_limit"] = parse_bytes(opts["memory_limit"])
+        except ValueError as e:
+            return str(e)
     return None
 
 

@@ -699,6 +699,7 @@ CASES = {
     "input missing": (lambda d: d.update(inputs=[]), "not among its inputs"),
     "unknown option": (lambda d: d["options"].update(exec="rm -rf /"), "unknown plan option"),
     "option type": (lambda d: d["options"].update(threads=0), "wrong type"),
+    "memory limit": (lambda d: d["options"].update(memory_limit="sliced"), "memory_limit="),
     "stats not object": (lambda d: d.update(stats=[]), "'stats' must be"),
     # constants reference
     "npz parent path": (lambda d: d.update(constants="../p.npz"), "bare .npz file name"),
