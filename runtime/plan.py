@@ -104,7 +104,7 @@ class Plan:
 
         check_options(opts)
         self = cls.__new__(cls)
-        self.inputs = list(inputs)
+        self.inputs = [getattr(x, "node", x) for x in inputs]  # Tensors or their nodes
         for k, x in enumerate(self.inputs):
             if not isinstance(x, Node) or x.op is not Op.PLACEHOLDER:
                 raise TenloomError(f"plan: input {k} is not a placeholder node")
