@@ -233,6 +233,7 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
             parse_bytes(limit),
             options.get("progress", False),
             options.get("reverse_sweep", False),  # tl.grad: slices must hold the reverse sweep
+            options.get("threads") or 1,  # threads share the memory: their slices must fit at once
         )
         if found is not None:
             sliced, path = found

@@ -49,11 +49,21 @@ def _attrs(terms, out, sliced, path):
 
 
 def slice_to_fit(
-    terms, out, sizes, path, itemsize: int, limit: int, progress: bool = False, reverse=False
+    terms,
+    out,
+    sizes,
+    path,
+    itemsize: int,
+    limit: int,
+    progress: bool = False,
+    reverse: bool = False,
+    workers: int = 1,
 ):
     """``(sliced, path)`` making the network's per-slice peak plus its output fit ``limit``;
     ``None`` when it fits unsliced. Raises MemoryLimitError when no slicing can fit. With
-    ``reverse``, the slices must also hold the network's reverse sweep (gradients)."""
+    ``reverse``, the slices must also hold the network's reverse sweep (gradients). With
+    ``workers`` > 1 (threads sharing one memory), that many slices and accumulators must fit
+    at once, as far as slicing can make them; fewer then run at once (runtime/sliced.py)."""
     shapes = [tuple(sizes[lab] for lab in t) for t in terms]
     out_bytes = math.prod(sizes[lab] for lab in out) * itemsize
     if (
@@ -66,6 +76,8 @@ def slice_to_fit(
             f"contraction: the output {fmt_shape(tuple(sizes[lab] for lab in out))} alone needs "
             f"{out_bytes} bytes, more than memory_limit={limit} bytes; no slicing can fit"
         )
+    # each worker holds one slice and its own accumulator
+    per_worker = limit // max(workers, 1)
     key = (
         tuple(map(tuple, terms)),
         tuple(out),
@@ -87,7 +99,8 @@ def slice_to_fit(
     # machine): slice about one more factor of 2 of the work, reconfigure the subtrees around
     # the sliced indices, until one slice fits.
     minimize = tree.get_default_objective()
-    result = peak = None
+    result = peak = fallback = None
+    extra = 0
     for step in range(64):
         if tree.max_size() <= 1:
             break
@@ -98,9 +111,16 @@ def slice_to_fit(
         peak = slice_peak_bytes(_attrs(terms, out, sliced, new_path), shapes, itemsize, reverse)
         if progress:
             print(f"slicing: {tree.nslices} slices, per-slice peak {peak} bytes")
-        if peak + out_bytes <= limit:
+        if peak + out_bytes <= limit and fallback is None:
+            fallback, extra = (sliced, new_path), 0
+        if peak + out_bytes <= per_worker:
             result = (sliced, new_path)
             break
+        if fallback is not None:
+            extra += 1  # slicing finer for parallel room: a few doublings at most
+            if extra > max(workers, 1).bit_length():
+                break
+    result = result or fallback
     if result is None:
         raise MemoryLimitError(
             f"contraction: even the finest slicing leaves a per-slice peak of {peak} bytes plus "

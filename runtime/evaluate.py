@@ -141,7 +141,7 @@ PASS_RUNS = {"n": 0}  # how often the pipeline ran (tests check the cache)
 
 def _opt_key(graph: Graph, opts: dict[str, Any]) -> tuple | None:
     parts: list = [opts.get("passes") is None and _passes.DEFAULT_PIPELINE]
-    for name in ("passes", "optimize", "device", "memory_limit"):
+    for name in ("passes", "optimize", "device", "memory_limit", "threads"):
         v = opts.get(name)
         if isinstance(v, (list, tuple)):
             v = tuple(v)

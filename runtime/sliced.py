@@ -294,7 +294,7 @@ def _run_dask(node: Node, ctx: SliceContext, host: list):
     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
     chunks = min(n, 4 * n_workers)
     bounds = [(n * c) // chunks for c in range(chunks + 1)]
-    data = client.scatter(host, broadcast=True)
+    data = client.scatter(host, broadcast=True, hash=False)  # fresh keys per call
     shapes = tuple(x.shape for x in node.inputs)
     dtypes = tuple(x.dtype.str for x in node.inputs)
     futures = [
