@@ -2,26 +2,58 @@
 
     %2 = matmul(%0, %1) : float64(3, 5)              # example.py:12
 
-Ops that carry structure (fused regions, contraction trees) add indented continuation lines
-through :data:`DETAIL_FORMATTERS`, which later passes register into.
+Nodes that carry structure add indented continuation lines under their own line, each starting
+with ``|``:
+
+- a FUSED node (an elementwise region compiled to one kernel) lists its program, one step a
+  line, reading the node's inputs ``in0, in1, ...`` (its arguments in order) and earlier steps
+  ``v0, v1, ...``::
+
+      %7 = fused[4 ops](%4, %5, %6) : float64(4, 4)
+          | v0 = sin in0 : float64(4, 4)
+          | v1 = mul in1 v0 : float64(4, 4)
+          ...
+
+- pairwise contractions (CONTRACT, and two-operand EINSUM) that feed one another form a
+  contraction tree; each shows its subscripts with letters shared across the whole tree, so an
+  index keeps its letter from the leaves to the root, and the root adds the network the tree
+  computes (its operands listed up to ``MAX_NETWORK_TENSORS``, else counted)::
+
+      %3 = contract[bc,cd->bd](%1, %2) : float64(5, 4)
+      %4 = contract[ab,bd->ad](%0, %3) : float64(4, 4)
+          | network ab,bc,cd->ad over %0, %1, %2: 2 pairwise contractions
+
+- a SLICED node (a contraction network run slice by slice under ``memory_limit``) shows its
+  network, the sliced indices and the pairwise tree each slice runs.
+
+Other ops can add lines through :data:`DETAIL_FORMATTERS` and bracketed attribute text through
+:data:`ATTR_FORMATTERS`. Every traversal here is iterative.
 """
 
 from __future__ import annotations
 
+import math
 import string
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from tenloom.graph.node import Node
-from tenloom.graph.ops import Op
+from tenloom.graph.ops import OPS, Op
 from tenloom.graph.ops_elementwise import SYMBOL
 from tenloom.graph.ops_leaf import full_value
-from tenloom.graph.traverse import toposort
+from tenloom.graph.traverse import consumers, toposort
 
-# op -> fn(node, names) -> list of continuation lines
+# op -> fn(node, names) -> list of continuation lines (without the "    | " gutter)
 DETAIL_FORMATTERS: dict[Op, Callable[[Node, dict[int, str]], list[str]]] = {}
 # op -> fn(node) -> attribute text shown in brackets
 ATTR_FORMATTERS: dict[Op, Callable[[Node], str]] = {}
+
+GUTTER = "    | "
+# A network line spells out its subscripts and operands up to this many tensors; bigger
+# networks get a count (each pairwise contraction still shows its own subscripts).
+MAX_NETWORK_TENSORS = 64
 
 
 def einsum_text(inputs, output) -> str:
@@ -37,7 +69,9 @@ def einsum_text(inputs, output) -> str:
     return ",".join(str(list(t)) for t in inputs) + "->" + str(list(output))
 
 
-def _attrs_text(node: Node) -> str:
+def _attrs_text(node: Any) -> str:
+    """The bracketed attribute text of ``node`` (anything with ``op`` and ``attrs``: a Node,
+    or a step of a fused program), e.g. ``[axes=[0], keepdims]``; empty when there is none."""
     fmt = ATTR_FORMATTERS.get(node.op)
     if fmt is not None:
         return fmt(node)
@@ -53,6 +87,13 @@ def _attrs_text(node: Node) -> str:
         return f"[k={at[2]}]" if at[2] else ""
     if op is Op.EINSUM:
         return f"[{einsum_text(*at)}]"
+    if op is Op.CONTRACT:
+        return f"[{einsum_text(at[:2], at[2])}]"
+    if op is Op.FUSED:
+        return f"[{len(at[0])} ops]"
+    if op is Op.SLICED:
+        sweep = ", reverse sweep" if at[4] is not None else ""
+        return f"[{math.prod(size for _, size in at[2])} slices{sweep}]"
     if op in (Op.SUM, Op.PROD, Op.MAX, Op.MIN):
         return f"[axes={list(at[0])}{', keepdims' if at[1] else ''}]"
     if op is Op.CAST:
@@ -74,20 +115,248 @@ def _attrs_text(node: Node) -> str:
     return ""
 
 
+def _typed(x: Any) -> str:
+    return f"{x.dtype.name}{tuple(x.shape)}"
+
+
+# ---- fused regions ---------------------------------------------------------------------------
+
+
+class _Step:
+    """One step of a fused program with the shape and dtype its op's inference rule gives."""
+
+    __slots__ = ("op", "attrs", "shape", "dtype")
+
+    def __init__(self, op: Op, attrs: tuple, shape: tuple, dtype: np.dtype) -> None:
+        self.op, self.attrs, self.shape, self.dtype = op, attrs, shape, dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def fused_lines(node: Node, names: dict[int, str]) -> list[str]:
+    """``v{j} = op[attrs] args : dtype(shape)`` for each step of a FUSED node's program."""
+    lines: list[str] = []
+    steps: list[_Step] = []
+    for j, (op, attrs, args) in enumerate(node.attrs[0]):
+        xs = [node.inputs[i] if kind == "in" else steps[i] for kind, i in args]
+        shape, dtype = OPS[op].infer(xs, attrs)
+        step = _Step(op, attrs, tuple(shape), np.dtype(dtype))
+        steps.append(step)
+        text = " ".join(f"in{i}" if kind == "in" else f"v{i}" for kind, i in args)
+        lines.append(f"v{j} = {op.value}{_attrs_text(step)} {text} : {_typed(step)}")
+    return lines
+
+
+# ---- sliced networks -------------------------------------------------------------------------
+
+
+def _lettering(labels: Iterable[int]) -> Callable[[Sequence[int]], str]:
+    """Text of label tuples: letters in order of first appearance in ``labels`` when at most 52
+    distinct labels appear, else lists of those positions."""
+    pos: dict[int, int] = {}
+    for lab in labels:
+        if lab not in pos:
+            pos[lab] = len(pos)
+    if len(pos) <= 52:
+        letters = {lab: string.ascii_letters[k] for lab, k in pos.items()}
+        return lambda t: "".join(letters[lab] for lab in t)
+    return lambda t: str([pos[lab] for lab in t])
+
+
+def _subscripts(text: Callable[[Sequence[int]], str], terms: Sequence, out: Sequence) -> str:
+    return ",".join(text(t) for t in terms) + "->" + text(out)
+
+
+def sliced_lines(node: Node, names: dict[int, str]) -> list[str]:
+    """The network of a SLICED node, its slicing and the pairwise tree each slice runs.
+
+    Operands are ``in0, in1, ...`` (the node's arguments in order); step ``s{j}`` is the j-th
+    pairwise contraction of a slice, on the operands' slices (the sliced indices dropped) and
+    keeping only the indices that later steps or the output still need, as the runtime does.
+    """
+    terms, out, sliced, path, wrt = node.attrs
+    text = _lettering(lab for t in (*terms, out) for lab in t)
+    cut = {lab for lab, _ in sliced}
+    count = math.prod(size for _, size in sliced)
+    if len(terms) <= MAX_NETWORK_TENSORS:
+        lines = [f"network {_subscripts(text, terms, out)} ({len(terms)} tensors)"]
+    else:
+        lines = [f"network of {len(terms)} tensors -> {text(out)}"]
+    which = ", ".join(f"{text((lab,))} ({size})" for lab, size in sliced) or "no index"
+    steps = f"{len(path)} pairwise contraction{'s' if len(path) != 1 else ''}"
+    lines.append(f"sliced over {which}: {count} slices, each running {steps}")
+    live = [(f"in{k}", tuple(lab for lab in t if lab not in cut)) for k, t in enumerate(terms)]
+    inner_out = tuple(lab for lab in out if lab not in cut)
+    needed = Counter(lab for _, t in live for lab in t) + Counter(inner_out)
+    for j, (a, b) in enumerate(path):
+        (na, ta), (nb, tb) = live[a], live[b]
+        needed -= Counter(ta) + Counter(tb)
+        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in inner_out))
+        if j == len(path) - 1 and set(keep) == set(inner_out):
+            keep = inner_out
+        needed += Counter(keep)
+        lines.append(f"  s{j} = contract[{_subscripts(text, (ta, tb), keep)}] {na} {nb}")
+        live.append((f"s{j}", keep))
+    if wrt is not None:
+        ops = ", ".join(f"in{k}" for k in wrt)
+        lines.append(
+            f"reverse sweep: cotangents of {ops} (flattened, concatenated) from the output's "
+            f"cotangent in{len(terms)}"
+        )
+    return lines
+
+
+# ---- contraction trees -----------------------------------------------------------------------
+
+
+def _pairwise(node: Node) -> bool:
+    return node.op is Op.CONTRACT or (node.op is Op.EINSUM and len(node.inputs) == 2)
+
+
+def _slot_labels(node: Node, slot: int) -> tuple:
+    return node.attrs[slot] if node.op is Op.CONTRACT else node.attrs[0][slot]
+
+
+def _out_labels(node: Node) -> tuple:
+    return node.attrs[2] if node.op is Op.CONTRACT else node.attrs[1]
+
+
+def _trees(order: list[Node], outputs: Sequence[Node]) -> list[list[Node]]:
+    """The pairwise contractions of the graph grouped into trees, each listed root first with
+    parents before their children. A pairwise contraction joins its consumer's tree when that
+    consumer is pairwise, reads it once, reads it with distinct labels (so the child's output
+    indices map one to one onto the consumer's), and it is not a graph output."""
+    uses = consumers(order)
+    outs = {id(o) for o in outputs}
+    inner: set[int] = set()
+    for node in order:
+        if _pairwise(node):
+            for slot, x in enumerate(node.inputs):
+                labels = _slot_labels(node, slot)
+                if (
+                    _pairwise(x)
+                    and uses[id(x)] == 1
+                    and id(x) not in outs
+                    and len(set(labels)) == len(labels)
+                ):
+                    inner.add(id(x))
+    trees = []
+    for root in order:
+        if not _pairwise(root) or id(root) in inner:
+            continue
+        members, stack = [], [root]
+        while stack:
+            node = stack.pop()
+            members.append(node)
+            stack.extend(x for x in node.inputs if id(x) in inner)
+        trees.append(members)
+    return trees
+
+
+def _tree_text(
+    tree: list[Node], index: dict[int, int], names: dict[int, str]
+) -> tuple[dict[int, str], list[str]]:
+    """(id(node) -> bracketed subscripts, continuation lines for the root) of one tree.
+
+    Each node numbers its labels on its own, so the tree's labels are worked out from the
+    root: a child's output indices are the ones its parent reads in that slot, and indices met
+    for the first time (those a contraction sums over) are new. Letters then go by first
+    appearance reading the nodes in dump order, operands before outputs."""
+    members = {id(n) for n in tree}
+    maps: dict[int, dict[int, int]] = {}
+    fresh = 0
+    root = tree[0]
+    maps[id(root)] = {}
+    for lab in _out_labels(root):
+        maps[id(root)][lab] = fresh
+        fresh += 1
+    for node in tree:  # parents before children
+        m = maps[id(node)]
+        for slot, x in enumerate(node.inputs):
+            labels = _slot_labels(node, slot)
+            for lab in labels:
+                if lab not in m:
+                    m[lab] = fresh
+                    fresh += 1
+            if id(x) in members:
+                maps[id(x)] = dict(zip(_out_labels(x), (m[lab] for lab in labels)))
+    by_order = sorted(tree, key=lambda n: index[id(n)])
+
+    def terms(node: Node) -> tuple[tuple, tuple, tuple]:
+        m = maps[id(node)]
+        a, b = (tuple(m[lab] for lab in _slot_labels(node, s)) for s in (0, 1))
+        return a, b, tuple(m[lab] for lab in _out_labels(node))
+
+    leaves = [
+        (x, t)
+        for node in by_order
+        for x, t in zip(node.inputs, terms(node)[:2])
+        if id(x) not in members
+    ]
+    leaves.sort(key=lambda leaf: index[id(leaf[0])])  # stable: a leaf read twice keeps its slots
+    out = terms(root)[2]
+    # letters as the network line reads: operands in graph order, then the output
+    text = _lettering(
+        lab
+        for t in (*(t for _, t in leaves), out, *(t for n in by_order for t in terms(n)))
+        for lab in t
+    )
+    attrs = {}
+    for node in by_order:
+        a, b, o = terms(node)
+        attrs[id(node)] = f"[{_subscripts(text, (a, b), o)}]"
+    if len(tree) == 1:
+        return attrs, []
+    count = f"{len(tree)} pairwise contractions"
+    if len(leaves) > MAX_NETWORK_TENSORS:
+        return attrs, [f"network of {len(leaves)} tensors -> {text(out)}: {count}"]
+    network = _subscripts(text, [t for _, t in leaves], out)
+    over = ", ".join(names[id(x)] for x, _ in leaves)
+    return attrs, [f"network {network} over {over}: {count}"]
+
+
+# ---- the dump --------------------------------------------------------------------------------
+
+
 def dump_nodes(outputs: Iterable[Node], title: str | None = None) -> str:
-    order = toposort(outputs)
+    """The text of the graph of ``outputs``: ``%k = op[attrs](inputs) : dtype(shape)`` per node
+    in execution order, continuation lines under structured nodes, and a ``return`` line."""
     outputs = list(outputs)
-    names: dict[int, str] = {}
+    order = toposort(outputs)
+    names = {id(node): f"%{k}" for k, node in enumerate(order)}
+    tree_attrs: dict[int, str] = {}
+    tree_lines: dict[int, list[str]] = {}
+    if any(_pairwise(n) for n in order):
+        index = {id(node): k for k, node in enumerate(order)}
+        for tree in _trees(order, outputs):
+            attrs, extra = _tree_text(tree, index, names)
+            tree_attrs.update(attrs)
+            if extra:
+                tree_lines[id(tree[0])] = extra
     lines = [title] if title else []
-    for k, node in enumerate(order):
-        name = f"%{k}"
-        names[id(node)] = name
+    for node in order:
+        name = names[id(node)]
         args = ", ".join(names[id(i)] for i in node.inputs)
-        dt = node.dtype.name
-        head = f"{name} = {node.op.value}{_attrs_text(node)}({args}) : {dt}{node.shape}"
+        attrs = tree_attrs.get(id(node))
+        if attrs is None:
+            attrs = _attrs_text(node)
+        head = f"{name} = {node.op.value}{attrs}({args}) : {node.dtype.name}{node.shape}"
         lines.append(f"{head:<60}  # {node.where}" if node.source else head)
         detail = DETAIL_FORMATTERS.get(node.op)
         if detail is not None:
-            lines.extend("    " + line for line in detail(node, names))
+            lines.extend(GUTTER + line for line in detail(node, names))
+        extra = tree_lines.get(id(node))
+        if extra:
+            lines.extend(GUTTER + line for line in extra)
     lines.append("return " + ", ".join(names[id(o)] for o in outputs))
     return "\n".join(lines)
+
+
+DETAIL_FORMATTERS[Op.FUSED] = fused_lines
+DETAIL_FORMATTERS[Op.SLICED] = sliced_lines
