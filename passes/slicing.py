@@ -99,6 +99,11 @@ def slice_to_fit(
     # machine): slice about one more factor of 2 of the work, reconfigure the subtrees around
     # the sliced indices, until one slice fits.
     minimize = tree.get_default_objective()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(desc="slicing", unit="step", leave=False)
     result = peak = fallback = None
     extra = 0
     for step in range(64):
@@ -109,8 +114,9 @@ def slice_to_fit(
         sliced = tuple((lab, sizes[lab]) for lab in sorted(tree.sliced_inds))
         new_path = tuple(tuple(int(i) for i in p) for p in tree.get_ssa_path())
         peak = slice_peak_bytes(_attrs(terms, out, sliced, new_path), shapes, itemsize, reverse)
-        if progress:
-            print(f"slicing: {tree.nslices} slices, per-slice peak {peak} bytes")
+        if bar is not None:
+            bar.set_description(f"slicing: {tree.nslices} slices, peak {peak} bytes per slice")
+            bar.update()
         if peak + out_bytes <= limit and fallback is None:
             fallback, extra = (sliced, new_path), 0
         if peak + out_bytes <= per_worker:
@@ -121,6 +127,8 @@ def slice_to_fit(
             if extra > max(workers, 1).bit_length():
                 break
     result = result or fallback
+    if bar is not None:
+        bar.close()
     if result is None:
         raise MemoryLimitError(
             f"contraction: even the finest slicing leaves a per-slice peak of {peak} bytes plus "

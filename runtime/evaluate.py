@@ -22,7 +22,8 @@ from tenloom.passes import run_pipeline
 from tenloom.passes.slicing import parse_bytes  # noqa: F401  (re-exported)
 from tenloom.runtime.backends import get_backend
 from tenloom.runtime.determinism import deterministic_mode
-from tenloom.runtime.executor import bind_feed, execute
+from tenloom.runtime.executor import bind_feed, execute, program_for
+from tenloom.runtime.progress import counted, flops_bar
 
 OPTIONS = (
     "feed",
@@ -211,9 +212,11 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     with (
         deterministic_mode(bool(opts.get("deterministic", False)), threads),
         slicing_context(names, opts.get("scheduler"), limit),
+        flops_bar(optimized, bool(opts.get("progress"))) as bar,
     ):
         to_host = opts.get("to_host", True)
-        return tuple(execute(optimized, bound, backend, names[0], to_host, threads))
+        prog = None if bar is None else counted(program_for(optimized, backend), bar)
+        return tuple(execute(optimized, bound, backend, names[0], to_host, threads, prog))
 
 
 @contextlib.contextmanager

@@ -82,11 +82,13 @@ def execute(
     device: str = "cpu",
     to_host: bool = True,
     threads: int = 1,
+    program: Program | None = None,
 ) -> list[Any]:
     """Run ``graph`` and return one array per output (fresh, writable, never a leaf's memory);
     with ``to_host=False`` the backend's own arrays are returned. ``threads > 1`` runs
-    independent nodes concurrently (runtime/scheduler.py)."""
-    prog = program_for(graph, backend)
+    independent nodes concurrently (runtime/scheduler.py). ``program`` replaces the graph's
+    compiled program (e.g. one whose kernels report progress)."""
+    prog = program if program is not None else program_for(graph, backend)
     leaf_roots: set[int] = set()
     if threads > 1:
         from tenloom.runtime.scheduler import run_concurrent

@@ -43,6 +43,7 @@ from tenloom.graph.ops_sliced import (
     slice_values,
 )
 from tenloom.runtime.determinism import DETERMINISTIC, THREADS
+from tenloom.runtime.progress import BAR
 
 
 @dataclass
@@ -110,6 +111,7 @@ class _Worker:
     """Runs slices of one node on one backend into its own accumulator."""
 
     def __init__(self, node: Node, backend: Any, arrays: list, graph: Graph, leaves: tuple):
+        from tenloom.passes.cost import node_flops
         from tenloom.runtime.executor import program_for
 
         self.attrs = node.attrs
@@ -121,6 +123,8 @@ class _Worker:
         self.views = output_views(self.attrs, self.acc, [x.shape for x in node.inputs])
         self.count = 0
         self.busy = 0.0
+        self.bar = BAR.get()  # progress=True: count flops slice by slice
+        self.slice_flops = node_flops(node) // max(n_slices(node.attrs), 1) if self.bar else 0
         # a GPU backend's device must be current for the accumulation too (not only kernels)
         self.device = getattr(backend, "device", None) or contextlib.nullcontext()
         self._marker = getattr(backend, "marker", None)
@@ -154,6 +158,8 @@ class _Worker:
                 view += part
         self.count += 1
         self.busy += time.perf_counter() - t0
+        if self.bar is not None:
+            self.bar.update(self.slice_flops)
 
 
 def _deal(n: int, workers: list, sync) -> None:
