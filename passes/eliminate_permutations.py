@@ -106,19 +106,22 @@ def natural_layout(node: Node) -> tuple[int, ...] | None:
     return tuple(out.index(lab) for lab in batch + left + right)
 
 
-@register_pass("eliminate_permutations")
-def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
-    """Lower pairwise EINSUMs to copy-free CONTRACTs (see the module docstring)."""
+def _lower(graph: Graph, flip: set[int]) -> tuple[dict[int, Node], dict]:
+    """One lowering sweep; pairwise einsums whose id is in ``flip`` swap their operands, so
+    that their result is laid out (batch, right, left) instead of (batch, left, right)."""
     new: dict[int, Node] = {}
-    lowered = copies = copied = folded = 0
+    stats = {"contractions": 0, "permutation_copies": 0, "copied_bytes": 0}
+    stats["transposes_folded"] = 0
     for node in graph.order:
         ins = tuple(new[id(i)] for i in node.inputs)
         res = None
         if node.op is Op.EINSUM and len(ins) == 2:
             (ta, tb), out = node.attrs
             if len(set(ta)) == len(ta) and len(set(tb)) == len(tb):
+                if id(node) in flip:
+                    ins, ta, tb = (ins[1], ins[0]), tb, ta
                 (a, ta2), (b, tb2) = _fold_transpose(ins[0], ta), _fold_transpose(ins[1], tb)
-                folded += (a is not ins[0]) + (b is not ins[1])
+                stats["transposes_folded"] += (a is not ins[0]) + (b is not ins[1])
                 sizes = dict(zip(ta2, a.shape))
                 sizes.update(zip(tb2, b.shape))
                 mem_a = memory_labels(ta2, natural_layout(a))
@@ -127,12 +130,12 @@ def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
                     ta2, tb2, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes
                 )
                 res = make_node(Op.CONTRACT, (a, b), (ta2, tb2, tuple(out), *groups))
-                lowered += 1
-                copies += n_copies
-                copied += n_bytes
+                stats["contractions"] += 1
+                stats["permutation_copies"] += n_copies
+                stats["copied_bytes"] += n_bytes
         if res is None and node.op is Op.EINSUM and len(ins) == 1:
             res = _as_sum(node, ins[0])
-            lowered += res is not None
+            stats["contractions"] += res is not None
         if res is None:
             res = (
                 node
@@ -140,15 +143,64 @@ def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
                 else make_node(node.op, ins, node.attrs)
             )
         new[id(node)] = res
-    ctx.record(
-        "eliminate_permutations",
-        contractions=lowered,
-        permutation_copies=copies,
-        copied_bytes=copied,
-        transposes_folded=folded,
-    )
-    if not lowered:
+    return new, stats
+
+
+def _copy_bytes(node: Node, layouts: dict[int, tuple]) -> int:
+    """Bytes a CONTRACT would copy if its operands had the given memory layouts."""
+    a, b = node.inputs
+    ta, tb, out = node.attrs[0], node.attrs[1], node.attrs[2]
+    sizes = dict(zip(ta, a.shape))
+    sizes.update(zip(tb, b.shape))
+    mem_a = memory_labels(ta, layouts.get(id(a), natural_layout(a)))
+    mem_b = memory_labels(tb, layouts.get(id(b), natural_layout(b)))
+    return plan_contraction(ta, tb, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes)[2]
+
+
+def _flipped_layout(node: Node) -> tuple[int, ...]:
+    out, batch, left, right = node.attrs[2], node.attrs[3], node.attrs[4], node.attrs[6]
+    return tuple(out.index(lab) for lab in batch + right + left)
+
+
+def _choose_flips(graph: Graph, new: dict[int, Node]) -> set[int]:
+    """Pick, producer by producer in order, the result layout (batch, left, right) or (batch,
+    right, left) that makes its consuming contractions copy fewer bytes."""
+    users: dict[int, list[Node]] = {}
+    for node in graph.order:
+        low = new[id(node)]
+        if low.op is Op.CONTRACT:
+            for x in low.inputs:
+                users.setdefault(id(x), []).append(low)
+    layouts: dict[int, tuple] = {}
+    flip: set[int] = set()
+    for node in graph.order:
+        low = new[id(node)]
+        consumers = users.get(id(low), [])
+        if low.op is not Op.CONTRACT or not consumers:
+            continue
+        keep = sum(_copy_bytes(c, layouts) for c in consumers)
+        layouts[id(low)] = _flipped_layout(low)
+        swapped = sum(_copy_bytes(c, layouts) for c in consumers)
+        if swapped < keep:
+            flip.add(id(node))
+        else:
+            del layouts[id(low)]
+    return flip
+
+
+@register_pass("eliminate_permutations")
+def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
+    """Lower pairwise EINSUMs to copy-free CONTRACTs (see the module docstring): one sweep,
+    then each result's orientation is chosen for its consumers and the graph lowered again."""
+    new, stats = _lower(graph, set())
+    if not stats["contractions"]:
+        ctx.record("eliminate_permutations", **stats)
         return graph
+    flip = _choose_flips(graph, new)
+    if flip:
+        new, stats = _lower(graph, flip)
+    stats["results_flipped"] = len(flip)
+    ctx.record("eliminate_permutations", **stats)
     return graph.with_outputs(tuple(new[id(o)] for o in graph.outputs))
 
 
