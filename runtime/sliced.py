@@ -110,7 +110,9 @@ def run_program(prog, backend, feed: dict) -> list:
 class _Worker:
     """Runs slices of one node on one backend into its own accumulator."""
 
-    def __init__(self, node: Node, backend: Any, arrays: list, graph: Graph, leaves: tuple):
+    def __init__(
+        self, node: Node, backend: Any, arrays: list, graph: Graph, leaves: tuple, stream=False
+    ):
         from tenloom.passes.cost import node_flops
         from tenloom.runtime.executor import program_for
 
@@ -127,6 +129,12 @@ class _Worker:
         self.slice_flops = node_flops(node) // max(n_slices(node.attrs), 1) if self.bar else 0
         # a GPU backend's device must be current for the accumulation too (not only kernels)
         self.device = getattr(backend, "device", None) or contextlib.nullcontext()
+        # several workers on one GPU: each enqueues on its own stream, so slices overlap
+        self.stream = (
+            backend.worker_stream()
+            if stream and hasattr(backend, "worker_stream")
+            else contextlib.nullcontext()
+        )
         self._marker = getattr(backend, "marker", None)
         self._pending = None
 
@@ -136,13 +144,14 @@ class _Worker:
         device really runs them."""
         if self._marker is None:
             return
-        mark = self._marker()
+        with self.device, self.stream:
+            mark = self._marker()
         if self._pending is not None:
             self._pending.synchronize()
         self._pending = mark
 
     def run(self, k: int) -> None:
-        with self.device:
+        with self.device, self.stream:
             self._run(k)
 
     def _run(self, k: int) -> None:
@@ -236,8 +245,10 @@ def sliced_kernel(node: Node, backend: Any):
         if len(ctx.devices) > 1:
             return _run_devices(node, ctx, backend, xs, graph, leaves)
         w = concurrency(node, ctx.memory_limit, THREADS.get())
-        workers = [_Worker(node, backend, list(xs), graph, leaves) for _ in range(w)]
-        _deal(n_slices(node.attrs), workers, lambda worker: None)
+        if w > 1:  # inputs were made on the evaluation's stream: finish them first
+            backend.synchronize()
+        workers = [_Worker(node, backend, list(xs), graph, leaves, w > 1) for _ in range(w)]
+        _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
         _record(workers, [backend.kind] * w)
         acc = workers[0].acc
         for other in workers[1:]:

@@ -148,3 +148,13 @@ def test_slices_spread_over_two_gpus():
         for _ in range(5)
     }
     assert len(runs) == 1
+
+
+def test_slices_on_two_streams_of_one_gpu():
+    from tenloom.runtime.sliced import LAST_RUN
+
+    y = _lattice_einsum(5, 6, "float64", seed=2)
+    expected = y.evaluate(optimize="greedy")
+    got = y.evaluate(device="cuda:0", optimize="greedy", memory_limit="400 KB", threads=2)
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+    assert LAST_RUN.workers == ["cuda:0", "cuda:0"]
