@@ -324,9 +324,10 @@ def _tree_text(
 # ---- the dump --------------------------------------------------------------------------------
 
 
-def dump_nodes(outputs: Iterable[Node], title: str | None = None) -> str:
+def dump_nodes(outputs: Iterable[Node], title: str | None = None, sources: bool = True) -> str:
     """The text of the graph of ``outputs``: ``%k = op[attrs](inputs) : dtype(shape)`` per node
-    in execution order, continuation lines under structured nodes, and a ``return`` line."""
+    in execution order, continuation lines under structured nodes, and a ``return`` line.
+    With ``sources`` (the default) each node line ends with the user's source line."""
     outputs = list(outputs)
     order = toposort(outputs)
     names = {id(node): f"%{k}" for k, node in enumerate(order)}
@@ -347,7 +348,7 @@ def dump_nodes(outputs: Iterable[Node], title: str | None = None) -> str:
         if attrs is None:
             attrs = _attrs_text(node)
         head = f"{name} = {node.op.value}{attrs}({args}) : {node.dtype.name}{node.shape}"
-        lines.append(f"{head:<60}  # {node.where}" if node.source else head)
+        lines.append(f"{head:<60}  # {node.where}" if sources and node.source else head)
         detail = DETAIL_FORMATTERS.get(node.op)
         if detail is not None:
             lines.extend(GUTTER + line for line in detail(node, names))
