@@ -8,13 +8,19 @@ operands of commutative elementwise ops in one order, so that ``a + b`` and ``b 
                            when a's structural fingerprint is smaller than b's
 
 The fingerprint hashes a node's op, attributes and its inputs' fingerprints (sorted for the
-commutative ops), so it does not depend on operand order and the pass is idempotent.
+commutative ops), so it does not depend on operand order and the pass is idempotent. It is a
+stable digest (constants by content, not identity; no per-process string hashing), so the same
+graph gets the same operand order in every process and after ``tl.save``/``tl.load``: complex
+products and NaN propagation are not bitwise symmetric, so the order must not vary.
 
 IEEE addition and multiplication are commutative, so results are bitwise unchanged.
 """
 
 from __future__ import annotations
 
+import hashlib
+
+import numpy as np
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
@@ -25,10 +31,38 @@ from tenloom.passes.rewrite import map_graph
 COMMUTATIVE = frozenset({Op.ADD, Op.MUL, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR})
 
 
+_SAMPLE = 1 << 16  # bytes of a big constant that go into its fingerprint
+_CODES = {op: i for i, op in enumerate(Op)}
+_ATTR_KEYS: dict = {}  # attrs -> stable int (a digest of their repr), shared across runs
+
+
+def _stable(data: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def _attrs_key(node: Node, consts: dict[int, int]) -> int:
+    if node.op is Op.CONST:  # by content (a sample of it for big ones), not identity
+        key = consts.get(id(node))
+        if key is None:
+            raw = np.ascontiguousarray(node.attrs[0].value).view(np.uint8).reshape(-1)
+            key = consts[id(node)] = _stable(raw[:_SAMPLE].tobytes() + raw[-_SAMPLE:].tobytes())
+        return key
+    attrs = node.attrs
+    if not attrs:
+        return 0
+    key = _ATTR_KEYS.get(attrs)
+    if key is None:
+        if len(_ATTR_KEYS) > 100_000:
+            _ATTR_KEYS.clear()
+        key = _ATTR_KEYS[attrs] = _stable(repr(attrs).encode())
+    return key
+
+
 @register_pass("cse")
 def cse(graph: Graph, ctx: PassContext) -> Graph:
     """Order commutative operands canonically so mirrored expressions share one node."""
     fp: dict[int, int] = {}
+    consts: dict[int, int] = {}
     swapped = 0
     before = len(graph.order)
 
@@ -41,7 +75,9 @@ def cse(graph: Graph, ctx: PassContext) -> Graph:
                 node = make_node(node.op, (b, a), node.attrs)
                 swapped += 1
             kids.sort()
-        fp[id(node)] = hash((node.op.value, node.attrs, node.shape, node.dtype.str, *kids))
+        # a tuple of ints hashes the same in every process (unlike strings)
+        key = _attrs_key(node, consts)
+        fp[id(node)] = hash((_CODES[node.op], node.shape, node.dtype.num, key, *kids))
         return node
 
     res = map_graph(graph, fn)
