@@ -9,11 +9,12 @@ from tenloom.passes import run_pipeline
 from tenloom.runtime.evaluate import build_graph
 
 
-def dump(*tensors: Any, optimized: bool = False, **opts: Any) -> str:
+def dump(*tensors: Any, optimized: bool = True, **opts: Any) -> str:
     """Readable text of the graph of ``tensors``, one line per node.
 
-    With ``optimized=True`` the graph is shown after the pass pipeline (``passes=``/``optimize=``
-    options as for ``evaluate``).
+    By default the graph is shown after the pass pipeline, as ``evaluate`` runs it (``passes=``/
+    ``optimize=``/``memory_limit=`` options as for ``evaluate``); ``optimized=False`` shows it as
+    traced.
     """
     graph = build_graph(tensors)
     if optimized:

@@ -184,7 +184,7 @@ def test_dump_one_line_per_node():
     a = tl.placeholder((3, 4), name="a")
     b = tl.asarray(np.ones((4, 5)))
     y = tl.einsum("ij,jk->ik", a, b).sum()
-    text = tl.dump(y)
+    text = tl.dump(y, optimized=False)
     lines = text.splitlines()
     assert len(lines) == 5  # 4 nodes + return
     assert "placeholder['a']" in lines[0]
@@ -201,7 +201,7 @@ def test_long_chain_traces_dumps_and_evaluates_without_recursion():
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(200)  # nothing may recurse per node
     try:
-        text = tl.dump(y)
+        text = tl.dump(y, optimized=False)
         (out,) = tl.evaluate(y)
     finally:
         sys.setrecursionlimit(limit)
