@@ -2,6 +2,7 @@
 
 from tenloom.graph import (  # noqa: F401  (register ops)
     autodiff_rules,  # registers the VJP rules
+    jvp_rules,  # registers the JVP rules
     ops_contract,
     ops_elementwise,
     ops_fused,

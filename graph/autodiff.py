@@ -1,11 +1,13 @@
-"""Reverse mode (VJP) built as graphs: each op's rule (registered with ``register_vjp`` beside
-its definition in ``autodiff_rules``) maps the output cotangent to input cotangents using the
-same lazy ops, so gradients are ordinary graphs that the passes optimize, and can be
-differentiated again.
+"""Reverse mode (VJP) and forward mode (JVP) built as graphs: each op's rules (registered with
+``register_vjp`` in ``autodiff_rules`` and ``register_jvp`` in ``jvp_rules``) map cotangents to
+cotangents and tangents to tangents using the same lazy ops, so derivatives are ordinary graphs
+that the passes optimize, and can be differentiated again.
 
 Conventions: the cotangent of a complex value follows PyTorch (for a real loss L the gradient
-is dL/dRe + i dL/dIm), which makes every rule compute J^H c; inputs that do not influence the
-outputs get a symbolic zero (a ``full`` node); integer and boolean values carry no gradient.
+is dL/dRe + i dL/dIm), which makes every VJP rule compute J^H c; JVP rules compute J t, so that
+Re<J t, c> = Re<t, J^H c>. Inputs that do not influence the outputs get a symbolic zero (a
+``full`` node) and nodes that do not depend on the inputs get no tangent at all; integer and
+boolean values carry no derivative.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, OpKind
+from tenloom.graph.tensor import Tensor
 from tenloom.graph.traverse import toposort
 
 
@@ -82,3 +85,77 @@ def vjp_nodes(
                 continue
             acc.setdefault(id(x), []).append(fit_cotangent(ct, x))
     return [result.get(id(x)) for x in inputs]
+
+
+def fit_tangent(t: Tensor, node: Node) -> Tensor:
+    """Bring a tangent to ``node``'s dtype and shape: the real part for a real node, a cast
+    otherwise, and a broadcast where only a smaller (broadcast) operand had a tangent."""
+    from tenloom.graph import api
+
+    if t.dtype.kind == "c" and node.dtype.kind != "c":
+        t = api.real(t)
+    if t.dtype != node.dtype:
+        t = api.astype(t, node.dtype)
+    if t.shape != node.shape:
+        t = api.broadcast_to(t, node.shape)
+    return t
+
+
+def tangent_of(
+    node: Node, tangents: Sequence[Tensor | None], y: Tensor | None = None
+) -> Tensor | None:
+    """The tangent of ``node`` from its inputs' tangents (None: a symbolic zero) by the op's JVP
+    rule; None when it is zero. ``y`` stands for the node's value (default: the node)."""
+    if not differentiable(node.dtype):
+        return None
+    ts = tuple(
+        t if t is not None and differentiable(x.dtype) else None
+        for x, t in zip(node.inputs, tangents)
+    )
+    if all(t is None for t in ts):
+        return None
+    rule = OPS[node.op].jvp
+    if rule is None:
+        raise DTypeError(f"jvp: op {node.op.value} has no forward-mode rule")
+    xs = tuple(Tensor(i) for i in node.inputs)
+    out = rule(node, Tensor(node) if y is None else y, xs, ts)
+    return None if out is None else fit_tangent(out, node)
+
+
+def jvp_nodes(
+    outputs: Sequence[Node], inputs: Sequence[Node], tangents: Sequence[Node]
+) -> list[Node | None]:
+    """Tangents J t of ``outputs`` given ``tangents`` of ``inputs`` (None: no dependence).
+
+    One forward sweep in topological order: a node gets a tangent only when one of its inputs
+    has one, so branches that do not depend on the inputs emit nothing. An input that is not a
+    leaf is treated as independent (its own inputs' tangents are ignored)."""
+    seeds: dict[int, Tensor] = {}
+    for x, t in zip(inputs, tangents):
+        if t.shape != x.shape:
+            raise ShapeError(
+                f"jvp: tangent of shape {fmt_shape(t.shape)} for an input of shape "
+                f"{fmt_shape(x.shape)}"
+            )
+        if t.dtype.kind == "c" and x.dtype.kind != "c":
+            raise DTypeError(f"jvp: complex tangent ({t.dtype}) for a real input ({x.dtype})")
+        if not differentiable(x.dtype):
+            continue
+        tx = fit_tangent(Tensor(t), x)
+        prev = seeds.get(id(x))
+        seeds[id(x)] = tx if prev is None else prev + tx
+    tan: dict[int, Tensor] = {}
+    for node in toposort(outputs):
+        seed = seeds.get(id(node))
+        if seed is not None:
+            tan[id(node)] = seed
+            continue
+        if not node.inputs:
+            continue
+        ts = [tan.get(id(i)) for i in node.inputs]
+        if all(t is None for t in ts):
+            continue
+        t = tangent_of(node, ts)
+        if t is not None:
+            tan[id(node)] = t
+    return [tan[id(o)].node if id(o) in tan else None for o in outputs]

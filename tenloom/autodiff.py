@@ -4,7 +4,8 @@ Before differentiating, the forward graph goes through the passes up to the cont
 (canonicalize, merge, pre-reduce, CSE, order). Each n-ary network is then a tree of pairwise
 contractions, and the reverse sweep emits two pairwise contractions per tree node that reuse
 the forward intermediates (the "environments"): a gradient with respect to every tensor of a
-network costs a small multiple of the forward pass rather than one network per tensor.
+network costs a small multiple of the forward pass rather than one network per tensor. The
+forward sweep (``jvp``) follows the same tree: two pairwise contractions per tree node.
 The inputs are kept as outputs of that pre-pass, so they survive it (as nodes of equal value).
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenloom.graph import api
-from tenloom.graph.autodiff import vjp_nodes
+from tenloom.graph.autodiff import jvp_nodes, vjp_nodes
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.tensor import Tensor
@@ -32,16 +33,23 @@ def _as_list(xs: Any) -> tuple[list[Tensor], bool]:
 GRAD_OPTIONS = ("optimize", "memory_limit", "cache_dir")
 
 
-def _pre_options(opts: dict[str, Any]) -> dict[str, Any]:
+def _pre_options(
+    opts: dict[str, Any], what: str = "grad", reverse_sweep: bool = True
+) -> dict[str, Any]:
     """Options of the pre-pass: the order search, and ``memory_limit`` (a network whose tree
-    does not fit is sliced, and its reverse sweep then runs slice by slice too)."""
+    does not fit is sliced; with ``reverse_sweep`` its slices leave room for the reverse sweep,
+    which then runs slice by slice too)."""
     for k in opts:
         if k not in GRAD_OPTIONS:
-            raise TypeError(f"grad: unknown option {k!r}; valid options: {', '.join(GRAD_OPTIONS)}")
+            raise TypeError(
+                f"{what}: unknown option {k!r}; valid options: {', '.join(GRAD_OPTIONS)}"
+            )
     if opts.get("memory_limit") is not None:
         from tenloom.passes.slicing import parse_bytes
 
-        opts = {**opts, "memory_limit": parse_bytes(opts["memory_limit"]), "reverse_sweep": True}
+        opts = {**opts, "memory_limit": parse_bytes(opts["memory_limit"])}
+        if reverse_sweep:
+            opts["reverse_sweep"] = True
     return opts
 
 
@@ -87,25 +95,34 @@ def value_and_grad(loss: Tensor, inputs: Any, **opts: Any) -> tuple[Tensor, Any]
     return loss, grad(loss, inputs, **opts)
 
 
-def jvp(outputs: Any, inputs: Any, tangents: Any) -> Any:
-    """Output tangents J t (lazy Tensors), as the transpose of the VJP: the VJP is linear in
-    its cotangent u, and differentiating u -> J^H u with respect to u along t gives J t."""
+def jvp(outputs: Any, inputs: Any, tangents: Any, **opts: Any) -> Any:
+    """Output tangents J t for input tangents ``tangents`` (lazy Tensors), by forward mode.
+
+    The forward graph goes through the same pre-pass as ``vjp``, so a contraction network is
+    differentiated through its chosen tree: each tree node's tangent is two pairwise
+    contractions (one per child with a tangent) reusing the forward intermediates. Outputs that
+    do not depend on the inputs get a symbolic zero. ``optimize=`` chooses the trees' search;
+    ``memory_limit=`` slices networks whose tree does not fit, and their tangents are networks
+    sliced the same way."""
     outs, single_out = _as_list(outputs)
     ins, _ = _as_list(inputs)
     tans, _ = _as_list(tangents)
     if len(tans) != len(ins):
         raise ShapeError(f"jvp: {len(tans)} tangents for {len(ins)} inputs")
-    for x, t in zip(ins, tans):
-        if tuple(t.shape) != x.shape:
+    tan_nodes = [api.lift(t, "jvp") for t in tans]
+    for x, t in zip(ins, tan_nodes):
+        if t.shape != x.shape:
             raise ShapeError(
                 f"jvp: tangent of shape {fmt_shape(t.shape)} for an input of shape "
                 f"{fmt_shape(x.shape)}"
             )
-    us = [api.placeholder(o.shape, o.dtype, name="jvp_dual") for o in outs]
-    h = vjp(outs, ins, us)
-    h = [h] if isinstance(h, Tensor) else h
-    result = vjp(h, us, [api.asarray(t) if not isinstance(t, Tensor) else t for t in tans])
-    result = [result] if isinstance(result, Tensor) else result
+    graph = Graph(tuple(api.lift(t, "jvp") for t in (*outs, *ins)))
+    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(opts, "jvp", reverse_sweep=False))
+    outs_n = pre.outputs[: len(outs)]
+    ins_n = pre.outputs[len(outs) :]
+    result = []
+    for o, t in zip(outs, jvp_nodes(outs_n, ins_n, tan_nodes)):
+        result.append(Tensor(t) if t is not None else api.zeros(o.shape, o.dtype))
     return result[0] if single_out else result
 
 
