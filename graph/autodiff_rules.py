@@ -278,6 +278,7 @@ register_vjp(Op.MAX, _extreme)
 register_vjp(Op.MIN, _extreme)
 register_vjp(Op.RESHAPE, _reshape)
 register_vjp(Op.TRANSPOSE, _transpose)
+register_vjp(Op.LAYOUT, lambda node, y, xs, g: (g,))  # values unchanged: so is the cotangent
 register_vjp(Op.BROADCAST, _broadcast)
 register_vjp(Op.SLICE, _slice)
 register_vjp(Op.CONCAT, _concat)

@@ -91,6 +91,7 @@ class Op(enum.Enum):
     CONTRACT = "contract"  # one pairwise contraction as (batched) GEMM
     FUSED = "fused"  # a fused elementwise region
     SLICED = "sliced"  # a contraction network run slice by slice (memory_limit)
+    LAYOUT = "layout"  # the same values copied into a chosen memory order
 
 
 # infer(inputs, attrs) -> (shape, dtype); inputs are Nodes (anything with .shape/.dtype)

@@ -104,6 +104,31 @@ register_op(
     Op.BROADCAST, OpKind.MOVEMENT, _broadcast_infer, lambda xs, at: np.broadcast_to(xs[0], at[0]), 1
 )
 register_op(Op.SLICE, OpKind.MOVEMENT, _slice_infer, _slice_ref, 1)
+
+
+# LAYOUT (emitted by eliminate_permutations): the operand's values unchanged, copied so that
+# its axes lie in memory in the order ``perm`` (outermost first). Written once where several
+# contractions would otherwise each copy the operand into that order.
+def _layout_infer(inputs, attrs):
+    (x,), (perm,) = inputs, attrs
+    if sorted(perm) != list(range(x.ndim)):
+        raise ShapeError(
+            f"layout: axes {perm} are not a permutation of the {x.ndim} axes of operand 0 "
+            f"of shape {fmt_shape(x.shape)}"
+        )
+    return x.shape, x.dtype
+
+
+def _layout_ref(xs, attrs):
+    perm = attrs[0]
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    # array methods only, so that device arrays (CuPy) take the same path
+    return xs[0].transpose(perm).copy().transpose(inv)
+
+
+register_op(Op.LAYOUT, OpKind.MOVEMENT, _layout_infer, _layout_ref, 1)
 register_op(
     Op.CONCAT,
     OpKind.MOVEMENT,

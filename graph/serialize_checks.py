@@ -231,6 +231,7 @@ CHECKS: dict[Op, Callable] = {
     Op.RESHAPE: _check_shape_attr,
     Op.BROADCAST: _check_shape_attr,
     Op.TRANSPOSE: _check_transpose,
+    Op.LAYOUT: _check_transpose,
     Op.SLICE: _check_slice,
     Op.CONCAT: _check_concat,
     Op.DIAGONAL: _check_diagonal,

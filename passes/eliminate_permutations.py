@@ -99,18 +99,24 @@ def _as_sum(node: Node, x: Node) -> Node | None:
 
 
 def natural_layout(node: Node) -> tuple[int, ...] | None:
-    """Memory order of a CONTRACT result's axes: batch, left, right."""
+    """Memory order of a CONTRACT result's axes (batch, left, right), or a LAYOUT's."""
+    if node.op is Op.LAYOUT:
+        return node.attrs[0]
     if node.op is not Op.CONTRACT:
         return None
     out, batch, left, right = node.attrs[2], node.attrs[3], node.attrs[4], node.attrs[6]
     return tuple(out.index(lab) for lab in batch + left + right)
 
 
-def _lower(graph: Graph, flip: set[int]) -> tuple[dict[int, Node], dict]:
+def _lower(
+    graph: Graph, flip: set[int], layouts: dict[int, tuple] | None = None
+) -> tuple[dict[int, Node], dict]:
     """One lowering sweep; pairwise einsums whose id is in ``flip`` swap their operands, so
-    that their result is laid out (batch, right, left) instead of (batch, left, right)."""
+    that their result is laid out (batch, right, left) instead of (batch, left, right), and
+    those in ``layouts`` copy their result once into the memory order given there."""
+    layouts = layouts or {}
     new: dict[int, Node] = {}
-    stats = {"contractions": 0, "permutation_copies": 0, "copied_bytes": 0}
+    stats = {"contractions": 0, "permutation_copies": 0, "copied_bytes": 0, "layouts": 0}
     stats["transposes_folded"] = 0
     for node in graph.order:
         ins = tuple(new[id(i)] for i in node.inputs)
@@ -133,6 +139,10 @@ def _lower(graph: Graph, flip: set[int]) -> tuple[dict[int, Node], dict]:
                 stats["contractions"] += 1
                 stats["permutation_copies"] += n_copies
                 stats["copied_bytes"] += n_bytes
+                if id(node) in layouts:
+                    res = make_node(Op.LAYOUT, (res,), (layouts[id(node)],))
+                    stats["layouts"] += 1
+                    stats["copied_bytes"] += res.nbytes
         if res is None and node.op is Op.EINSUM and len(ins) == 1:
             res = _as_sum(node, ins[0])
             stats["contractions"] += res is not None
@@ -188,10 +198,54 @@ def _choose_flips(graph: Graph, new: dict[int, Node]) -> set[int]:
     return flip
 
 
+def _wanted_layout(consumer: Node, x: Node) -> tuple[int, ...] | None:
+    """The memory order of ``x`` in which ``consumer`` (a CONTRACT) could read it as a view,
+    for one operand slot that it reads ``x`` through; None when it reads ``x`` as a view."""
+    ta, tb, out, batch, left, con, right = consumer.attrs
+    for slot, (labels, groups) in enumerate(((ta, batch + left + con), (tb, batch + con + right))):
+        if consumer.inputs[slot] is x:
+            order = [labels.index(lab) for lab in groups if lab in labels]
+            return tuple(order + [i for i in range(len(labels)) if i not in order])
+    return None
+
+
+def _choose_layouts(graph: Graph, new: dict[int, Node]) -> dict[int, tuple]:
+    """Results that several contractions each copy (a forward intermediate read again by the
+    reverse sweep, a cotangent read by two sibling contractions): copy once into the order
+    they want, where one copy of the result costs fewer bytes than theirs."""
+    users: dict[int, list[Node]] = {}
+    for node in graph.order:
+        low = new[id(node)]
+        if low.op is Op.CONTRACT:
+            for x in dict.fromkeys(low.inputs):
+                users.setdefault(id(x), []).append(low)
+    chosen: dict[int, tuple] = {}
+    for node in graph.order:
+        low = new[id(node)]
+        consumers = users.get(id(low), [])
+        if low.op is not Op.CONTRACT or len(consumers) < 2:
+            continue
+        now = sum(_copy_bytes(c, {}) for c in consumers)
+        if now <= low.nbytes:
+            continue
+        best, best_cost = None, now
+        for c in consumers:
+            want = _wanted_layout(c, low)
+            if want is None or want == natural_layout(low):
+                continue
+            cost = low.nbytes + sum(_copy_bytes(d, {id(low): want}) for d in consumers)
+            if cost < best_cost:
+                best, best_cost = want, cost
+        if best is not None:
+            chosen[id(node)] = best
+    return chosen
+
+
 @register_pass("eliminate_permutations")
 def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
     """Lower pairwise EINSUMs to copy-free CONTRACTs (see the module docstring): one sweep,
-    then each result's orientation is chosen for its consumers and the graph lowered again."""
+    then each result's orientation is chosen for its consumers, and results that several
+    consumers would each copy are copied once (LAYOUT); the graph is lowered again each time."""
     new, stats = _lower(graph, set())
     if not stats["contractions"]:
         ctx.record("eliminate_permutations", **stats)
@@ -199,6 +253,9 @@ def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
     flip = _choose_flips(graph, new)
     if flip:
         new, stats = _lower(graph, flip)
+    layouts = _choose_layouts(graph, new)
+    if layouts:
+        new, stats = _lower(graph, flip, layouts)
     stats["results_flipped"] = len(flip)
     ctx.record("eliminate_permutations", **stats)
     return graph.with_outputs(tuple(new[id(o)] for o in graph.outputs))
@@ -234,6 +291,6 @@ def count_copies(graph: Graph) -> int:
                 if shared
                 else 0
             )
-        elif node.op is Op.TRANSPOSE:
+        elif node.op in (Op.TRANSPOSE, Op.LAYOUT):
             n += 1
     return n
