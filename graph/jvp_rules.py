@@ -234,7 +234,16 @@ for _op, _rule in {**UNARY_RULES, **BINARY_RULES}.items():
 for _op in (Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.AND, Op.OR, Op.XOR, Op.INVERT):
     register_jvp(_op, _zero)
 register_jvp(Op.WHERE, _where)
-for _op in (Op.SUM, Op.RESHAPE, Op.TRANSPOSE, Op.BROADCAST, Op.SLICE, Op.DIAGONAL, Op.TRACE):
+for _op in (
+    Op.SUM,
+    Op.RESHAPE,
+    Op.TRANSPOSE,
+    Op.LAYOUT,
+    Op.BROADCAST,
+    Op.SLICE,
+    Op.DIAGONAL,
+    Op.TRACE,
+):
     register_jvp(_op, _linear)
 register_jvp(Op.PROD, _prod)
 register_jvp(Op.MAX, _extreme)

@@ -91,6 +91,13 @@ EXTRA = {
         False,
     ),
     "einsum_hyper3": (lambda a, b: tl.einsum("ij,ij,ij->i", a, b, a), [S, S], "float64", False),
+    # LAYOUT (the permutation pass's copy into a chosen memory order): values unchanged
+    "layout": (
+        lambda a: tl.Tensor(make_node(Op.LAYOUT, ((a * 1.5).node,), ((1, 0),))) * a,
+        [S],
+        "float64",
+        False,
+    ),
     "tensordot_int": (lambda a, b: tl.tensordot(a, b.T, 1), [S, S], "float64", False),
     "matmul_vec_mat": (lambda a, b: a[0] @ b.T, [S, S], "float64", False),
     "trace_3d": (lambda a: tl.trace(tl.reshape(a, (2, 3, 2)), 0, 0, 2), [S], "float64", False),
