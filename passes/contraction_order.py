@@ -207,6 +207,13 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
     if len(items) >= 3:
         item_terms = [t for _, t in items]
         path = find_path(item_terms, out, sizes, options)
+        if options.get("optimize", "auto") is not False:
+            # the plain left-to-right order is a candidate too: cheap to cost, and on chains
+            # (MPS sweeps) it beats what a greedy search finds
+            chain = tuple(_left_to_right(len(item_terms)))
+            if path_cost(item_terms, out, sizes, chain) < path_cost(item_terms, out, sizes, path):
+                path = chain
+                stats["left_to_right_kept"] = stats.get("left_to_right_kept", 0) + 1
         if nest is not None and options.get("optimize", "auto") is not False:
             keep = {k: i for i, k in enumerate(k for k, t in enumerate(terms) if t)}
             user = nested_path(item_terms, out, sizes, _items_nest(nest, keep))
