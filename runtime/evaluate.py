@@ -140,22 +140,27 @@ _OPTIMIZED_LOCK = threading.Lock()
 PASS_RUNS = {"n": 0}  # how often the pipeline ran (tests check the cache)
 
 
+_KEY_OPTIONS = ("passes", "optimize", "device", "memory_limit", "threads")
+
+
 def _opt_key(graph: Graph, opts: dict[str, Any]) -> tuple | None:
+    ids = tuple(id(o) for o in graph.outputs)
+    if not any(k in opts for k in _KEY_OPTIONS):  # the common case: all defaults
+        return (ids, _passes.DEFAULT_PIPELINE)
     parts: list = [opts.get("passes") is None and _passes.DEFAULT_PIPELINE]
-    for name in ("passes", "optimize", "device", "memory_limit", "threads"):
+    for name in _KEY_OPTIONS:
         v = opts.get(name)
         if isinstance(v, (list, tuple)):
             v = tuple(v)
         elif isinstance(v, dict):
             v = repr(sorted(v.items()))
-        elif v is not None and not isinstance(v, (str, bool)):
+        elif v is not None and not isinstance(v, (str, bool, int)):
             return None  # an optimizer object: its own state decides
         parts.append(v)
-    return (tuple(id(o) for o in graph.outputs), *parts)
+    return (ids, *parts)
 
 
-def _cached(graph: Graph, opts: dict[str, Any]) -> Graph | None:
-    key = _opt_key(graph, opts)
+def _cached(key: tuple | None) -> Graph | None:
     if key is None:
         return None
     with _OPTIMIZED_LOCK:
@@ -163,9 +168,10 @@ def _cached(graph: Graph, opts: dict[str, Any]) -> Graph | None:
     return None if hit is None else hit[1]
 
 
-def optimize_graph(graph: Graph, opts: dict[str, Any]) -> Graph:
+def optimize_graph(graph: Graph, opts: dict[str, Any], key: Any = False) -> Graph:
     """The graph after the pass pipeline, from the cache when these outputs were seen."""
-    key = _opt_key(graph, opts)
+    if key is False:
+        key = _opt_key(graph, opts)
     if key is not None:
         with _OPTIMIZED_LOCK:
             hit = _OPTIMIZED.get(key)
@@ -188,7 +194,8 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     Options: ``feed={placeholder: array}``, ``device="cpu"``, ``passes=(names...)`` (default the
     full pipeline), ``optimize=...`` (contraction order search), ``to_host=True``.
     """
-    check_options(opts)
+    if opts:
+        check_options(opts)
     graph = build_graph(tensors)
     names = device_names(opts.get("device"))
     limit = opts.get("memory_limit")
@@ -197,24 +204,30 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
         opts = {**opts, "memory_limit": limit}
     # Bind (and check) the feed before any optimization work. On a cache hit the optimized
     # graph's placeholders are the same nodes, and its placeholder list is already computed.
-    hit = _cached(graph, opts)
+    key = _opt_key(graph, opts)
+    hit = _cached(key)
     bound = bind_feed(hit if hit is not None else graph, opts.get("feed"))
     backend = get_backend(*parse_device(names[0]))
     if limit is not None and hit is None:
         check_limit_feasible(graph, limit)
-    optimized = hit if hit is not None else optimize_graph(graph, opts)
+    optimized = hit if hit is not None else optimize_graph(graph, opts, key)
     if limit is not None:
         check_memory_limit(optimized, limit)
     threads = opts.get("threads", 1)
     threads = 1 if threads is None else threads
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"evaluate: threads={threads!r} must be a positive int")
+    to_host = opts.get("to_host", True)
+    deterministic = bool(opts.get("deterministic", False))
+    client, progress = opts.get("scheduler"), bool(opts.get("progress"))
+    plain = threads == 1 and not deterministic and len(names) == 1 and limit is None
+    if plain and client is None and not progress:  # nothing to set up around the run
+        return tuple(execute(optimized, bound, backend, names[0], to_host, 1))
     with (
-        deterministic_mode(bool(opts.get("deterministic", False)), threads),
-        slicing_context(names, opts.get("scheduler"), limit),
-        flops_bar(optimized, bool(opts.get("progress"))) as bar,
+        deterministic_mode(deterministic, threads),
+        slicing_context(names, client, limit),
+        flops_bar(optimized, progress) as bar,
     ):
-        to_host = opts.get("to_host", True)
         prog = None if bar is None else counted(program_for(optimized, backend), bar)
         return tuple(execute(optimized, bound, backend, names[0], to_host, threads, prog))
 
