@@ -77,6 +77,21 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
     optimize = options.get("optimize", "auto")
     if optimize is False or n <= 2:
         return tuple(_left_to_right(n))
+    if isinstance(optimize, (str, dict)):  # presets: a chain has an exact, cheap answer
+        from tenloom.passes.chain_path import chain_path
+
+        chain = chain_path(terms, out, sizes)
+        if chain is not None:  # optimal among neighbour-merging orders; greedy may find an
+            # outer product of size-1 bonds cheaper, so it is the one other candidate
+            import cotengra as ctg
+
+            greedy = ctg.array_contract_tree(
+                [tuple(t) for t in terms], tuple(out), dict(sizes), optimize="greedy"
+            ).get_ssa_path()
+            greedy = tuple(tuple(int(i) for i in p) for p in greedy)
+            if path_cost(terms, out, sizes, greedy) < path_cost(terms, out, sizes, chain):
+                return greedy
+            return chain
     progress = bool(options.get("progress", False))
     opt, key = _optimizer(optimize, progress)
     sig = None
