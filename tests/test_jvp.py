@@ -427,7 +427,7 @@ def test_jvp_of_a_100_tensor_network_costs_about_3x_the_forward():
     intermediates = sum(n.size for n in forward.order if n.op is Op.CONTRACT)
     assert contractions <= 3 * fwd, (fwd, contractions)
     assert additions <= intermediates, (additions, intermediates)
-    assert graph_flops(tangent) <= 3.05 * fwd, (fwd, graph_flops(tangent))
+    assert graph_flops(tangent) <= 3 * fwd + intermediates, (fwd, graph_flops(tangent))
     assert fwd == tl.explain(value, optimize="greedy").after.flops
     # and the number is right: compare with the sum of 100 networks, each one tangent in
     k = [3, 50, 97]
