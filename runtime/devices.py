@@ -28,7 +28,8 @@ def _cpu() -> Device:
 
 
 def devices() -> list[Device]:
-    """The CPU, then every GPU an installed backend can reach (CuPy: CUDA or ROCm)."""
+    """The CPU, then every device an installed backend can reach (CuPy: CUDA or ROCm GPUs;
+    pyopencl: every OpenCL device, numbered across platforms as ``opencl:N``)."""
     found = [_cpu()]
     if importlib.util.find_spec("cupy") is not None:
         try:
@@ -38,5 +39,12 @@ def devices() -> list[Device]:
             kind = "rocm" if cp.cuda.runtime.is_hip else "cuda"
             found += [Device(kind, i, n, m) for i, n, m in list_devices(kind)]
         except Exception:  # a broken driver or no GPU: the CPU is still there
+            pass
+    if importlib.util.find_spec("pyopencl") is not None:
+        try:
+            from tenloom.runtime.backends.opencl import list_devices as list_opencl
+
+            found += [Device("opencl", i, n, m) for i, n, m in list_opencl()]
+        except Exception:  # a broken ICD: the CPU is still there
             pass
     return found

@@ -12,6 +12,7 @@ _MODULES: dict[str, tuple[str, str | None]] = {
     "cpu": ("tenloom.runtime.backends.cpu", None),
     "cuda": ("tenloom.runtime.backends.cuda", "cuda13"),
     "rocm": ("tenloom.runtime.backends.cuda", "rocm"),
+    "opencl": ("tenloom.runtime.backends.opencl", "opencl"),
 }
 _LOADED: dict[tuple[str, int], Any] = {}
 

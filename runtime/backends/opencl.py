@@ -1,0 +1,804 @@
+"""The OpenCL backend, on pyopencl: PoCL on CPUs (what CI runs), GPU drivers, Apple GPUs.
+
+Every op runs as an OpenCL kernel; the source comes from ``opencl_source`` and built programs
+are cached by source, so one program serves every node with the same op, dtypes and rank:
+
+- pairwise CONTRACT: the operands' own layouts are used where the GEMM can read them
+  (``A[batch, left, contracted]`` or transposed, likewise B; an output ordered
+  ``batch, right, left`` is computed as the transposed product); other layouts are copied
+  once by a permutation kernel. The GEMM is CLBlast's (``pyclblast``, strided-batched) for
+  float32/float64/complex64/complex128 when pyclblast imports and the product has at least
+  ``CLBLAST_MIN_MACS`` multiply-adds; otherwise -- and always for bool, integers and
+  float16 -- a tiled local-memory GEMM of our own.
+- elementwise ops and fused elementwise regions: one generated kernel per program, with
+  broadcasting by strides; NumPy's dtype rules (see ``opencl_source``).
+- reductions (sum/prod/max/min), traces and one-operand einsums (diagonals, partial traces):
+  one strided reduction kernel, split in two passes when few outputs reduce many elements;
+  every output sums in a fixed order, so results are deterministic.
+- movement (transpose, broadcast_to, slice, diagonal, concatenate): one strided-copy kernel
+  per element size and rank; reshape is a view.
+- matmul, tensordot and many-operand einsum, which only reach a backend when passes are
+  switched off, run as the same GEMM kernels (einsum after the lowering passes: canonicalize,
+  prereduce, contraction_order, eliminate_permutations).
+
+No op falls back to NumPy on the host. Device arrays are ``pyopencl.array.Array`` (C-contiguous,
+offset 0). Each scheduler worker drives its own in-order command queue; values crossing queues
+are ordered by marker events. Memory comes straight from ``clCreateBuffer`` (a pool could hand a
+buffer to another queue while a kernel still reads it), and ``memory_stats`` reports the bytes
+in use and the high-water mark.
+
+Supported dtypes: bool, int32, int64, float16, float32, float64, complex64, complex128;
+float64 and complex128 only on devices with ``cl_khr_fp64`` (most Apple GPUs have none): there
+they raise DTypeError. float16 needs no extension (it is stored as half and computed in float).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+from tenloom.graph.dtypes import SUPPORTED
+from tenloom.graph.errors import DeviceError, DTypeError
+from tenloom.graph.node import Node
+from tenloom.graph.ops import OPS, Op, OpKind
+from tenloom.graph.ops_leaf import full_value
+from tenloom.graph.ops_movement import diagonal_len
+from tenloom.runtime.backends import opencl_source as src
+
+try:
+    import pyclblast
+except ImportError:  # the tiled GEMM kernel of our own runs instead
+    pyclblast = None
+
+USE_CLBLAST = True  # tests switch it off to exercise the fallback GEMM on every dtype
+CLBLAST_DTYPES = frozenset(np.dtype(n) for n in ("float32", "float64", "complex64", "complex128"))
+# Smaller GEMMs (multiply-adds, all batches) run on our own kernel: below about 40^3 it is
+# faster than CLBlast's call overhead (PoCL, 2 cores: 23 vs 46 us at 4^3, 28 vs 38 at 32^3,
+# 132 vs 49 at 64^3), and it spares building CLBlast's programs (seconds each on PoCL) for
+# networks of small tensors.
+CLBLAST_MIN_MACS = 1 << 16
+FP64 = frozenset(np.dtype(n) for n in ("float64", "complex128"))
+# reductions with fewer outputs than this and more elements per output than SPLIT_MIN run in
+# two passes: partial results over chunks, then the chunks
+SPLIT_OUTPUTS = 256
+SPLIT_MIN = 8192
+# passes that turn a many-operand einsum into pairwise CONTRACTs and one-operand einsums
+LOWERING = ("canonicalize", "prereduce", "contraction_order", "eliminate_permutations")
+
+
+def _devices() -> list[Any]:
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # no ICD or no platform
+        return []
+    return [d for p in platforms for d in p.get_devices()]
+
+
+def list_devices() -> list[tuple[int, str, int]]:
+    """(index, name, total memory) of every OpenCL device, platform by platform."""
+    return [
+        (i, f"{d.name.strip()} ({d.platform.name.strip()})", int(d.global_mem_size))
+        for i, d in enumerate(_devices())
+    ]
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, n = [], 1
+    for s in reversed(shape):
+        out.append(n)
+        n *= s
+    return tuple(reversed(out))
+
+
+def _collapse(sizes: list[int], *strides: list[int]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dims and merge neighbours that are contiguous in every stride list."""
+    keep = [d for d, n in enumerate(sizes) if n != 1]
+    sz = [sizes[d] for d in keep]
+    st = [[s[d] for d in keep] for s in strides]
+    d = len(sz) - 2
+    while d >= 0:
+        if all(s[d] == s[d + 1] * sz[d + 1] for s in st):
+            sz[d] *= sz.pop(d + 1)
+            for s in st:
+                s[d] = s.pop(d + 1)
+        d -= 1
+    return sz, st
+
+
+class _Buffer(cl.Buffer):
+    """A buffer that can be weakly referenced (to count the bytes in use)."""
+
+    __slots__ = ("__weakref__",)
+
+
+class _Stream:
+    """A worker's command queue; ``with stream:`` makes it the thread's current queue."""
+
+    __slots__ = ("backend", "queue", "_prev")
+
+    def __init__(self, backend: Backend, queue: Any):
+        self.backend, self.queue, self._prev = backend, queue, None
+
+    def __enter__(self) -> _Stream:
+        self._prev = getattr(self.backend._tls, "queue", None)
+        self.backend._tls.queue = self.queue
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.backend._tls.queue = self._prev
+
+
+class Backend:
+    def __init__(self, kind: str = "opencl", index: int = 0):
+        devices = _devices()
+        if not 0 <= index < len(devices):
+            raise DeviceError(
+                f"{kind}:{index} does not exist; {len(devices)} OpenCL device(s) present"
+            )
+        self.kind = f"{kind}:{index}"
+        self.device = devices[index]
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context)
+        self.fp64 = "cl_khr_fp64" in self.device.extensions
+        self.dtypes = tuple(d for d in SUPPORTED if self.fp64 or d not in FP64)
+        self.tile = 16 if self.device.max_work_group_size >= 256 else 8
+        self._tls = threading.local()
+        # worker queues of runs not yet synchronized (held, so none is released unfinished)
+        self._streams: list[_Stream] = []
+        self._streams_lock = threading.Lock()
+        self._programs: dict[str, Any] = {}  # built programs by source
+        self._sources: dict[tuple, str] = {}  # elementwise sources by program and dtypes
+        self._build_lock = threading.Lock()
+        self._launch_lock = threading.Lock()
+        self._mem_lock = threading.Lock()
+        self._used = self._peak = 0
+        self._consts: dict[int, tuple[weakref.ref, Any]] = {}
+
+    # ---- memory ----------------------------------------------------------------------------------
+    def _alloc(self, nbytes: int) -> _Buffer:
+        try:
+            buf = _Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
+        except cl.MemoryError as e:
+            raise MemoryError(f"{self.kind}: cannot allocate {nbytes} bytes ({e})") from e
+        with self._mem_lock:
+            self._used += nbytes
+            self._peak = max(self._peak, self._used)
+        weakref.finalize(buf, self._release, nbytes)
+        return buf
+
+    def _release(self, nbytes: int) -> None:
+        with self._mem_lock:
+            self._used -= nbytes
+
+    def memory_stats(self) -> dict[str, int]:
+        with self._mem_lock:
+            used, peak = self._used, self._peak
+        return {
+            "used_bytes": used,
+            "peak_bytes": peak,
+            "total_bytes": int(self.device.global_mem_size),
+        }
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> cla.Array:
+        return cla.Array(self._queue(), shape, dtype, allocator=self._alloc)
+
+    # ---- data movement ---------------------------------------------------------------------------
+    def _check_dtype(self, dt: np.dtype, what: str) -> None:
+        if dt in FP64 and not self.fp64:
+            names = ", ".join(d.name for d in self.dtypes)
+            raise DTypeError(
+                f"{self.kind} ({self.device.name.strip()}) has no double precision "
+                f"(cl_khr_fp64): {what} needs {dt}; supported dtypes are {names}"
+            )
+
+    def from_host(self, array: np.ndarray, constant: bool = False) -> cla.Array:
+        """Device copy of a host array; constants are copied once and reused."""
+        array = np.asarray(array)
+        self._check_dtype(array.dtype, "an input")
+        if not constant:
+            return self._upload(array)
+        key = id(array)
+        hit = self._consts.get(key)
+        if hit is not None and hit[0]() is array:
+            return hit[1]
+        dev = self._upload(array)
+        try:
+            ref = weakref.ref(array, lambda _r, k=key: self._consts.pop(k, None))
+            self._consts[key] = (ref, dev)
+        except TypeError:  # not weak-referenceable: no caching
+            pass
+        return dev
+
+    def _upload(self, array: np.ndarray) -> cla.Array:
+        host = array if array.flags.c_contiguous else np.array(array, order="C")
+        out = self.empty(host.shape, host.dtype)
+        if host.size:
+            cl.enqueue_copy(self._queue(), out.data, host, is_blocking=True)
+        return out
+
+    def to_host(self, array: cla.Array) -> np.ndarray:
+        return array.get(queue=self._queue())
+
+    # ---- queues and events -----------------------------------------------------------------------
+    def _queue(self) -> Any:
+        return getattr(self._tls, "queue", None) or self.queue
+
+    def worker_stream(self) -> _Stream:
+        stream = _Stream(self, cl.CommandQueue(self.context))
+        with self._streams_lock:
+            self._streams.append(stream)
+        return stream
+
+    def record_event(self, stream: _Stream) -> Any:
+        return cl.enqueue_marker(stream.queue)
+
+    def wait_event(self, stream: _Stream, event: Any) -> None:
+        if event is not None:
+            cl.enqueue_barrier(stream.queue, wait_for=[event])
+
+    def synchronize(self) -> None:
+        """Wait for the default queue and every worker queue handed out so far."""
+        with self._streams_lock:
+            streams, self._streams = self._streams, []
+        for stream in streams:
+            stream.queue.finish()
+        self.queue.finish()
+
+    # ---- programs and launches -------------------------------------------------------------------
+    def _kernel(self, source: str, name: str) -> Any:
+        """A fresh kernel object (one per node) from the program built for ``source``."""
+        with self._build_lock:
+            prg = self._programs.get(source)
+            if prg is None:
+                try:
+                    prg = cl.Program(self.context, source).build()
+                except cl.Error as e:
+                    raise DeviceError(
+                        f"{self.kind}: the OpenCL compiler of {self.device.name.strip()} "
+                        f"failed to build a kernel: {e}"
+                    ) from e
+                self._programs[source] = prg
+        return cl.Kernel(prg, name)
+
+    def _launch(self, kernel: Any, gsize: tuple, lsize: tuple | None, *args: Any) -> None:
+        queue = self._queue()
+        with self._launch_lock:  # setting a kernel's arguments and enqueueing is one step
+            kernel(queue, gsize, lsize, *args)
+
+    def _meta(self, values: list[int]) -> Any:
+        host = np.array(values or [0], dtype=np.int64)
+        return cl.Buffer(
+            self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=host
+        )
+
+    def _fill(self, out: cla.Array, value: Any) -> None:
+        if out.size:
+            pattern = np.array(value, dtype=out.dtype)
+            cl.enqueue_fill_buffer(self._queue(), out.data, pattern, 0, out.nbytes)
+
+    # ---- kernels ---------------------------------------------------------------------------------
+    def kernel(self, node: Node):
+        """A callable ``f(*device_arrays) -> device_array`` for ``node``, prepared once."""
+        for dt in (node.dtype, *(i.dtype for i in node.inputs)):
+            self._check_dtype(dt, f"{node.op.value} at {node.where}")
+        op = node.op
+        kind = OPS[op].kind
+        if op is Op.FUSED:
+            return self._elementwise(node, node.attrs[0])
+        if kind is OpKind.ELEMENTWISE:
+            args = tuple(("in", k) for k in range(len(node.inputs)))
+            return self._elementwise(node, ((op, node.attrs, args),))
+        if kind is OpKind.REDUCE:
+            return self._reduction(node)
+        handler = _HANDLERS.get(op)
+        if handler is None:
+            raise DeviceError(f"{self.kind}: no kernel for op {op.value!r}")
+        return handler(self, node)
+
+    # elementwise ----------------------------------------------------------------------------------
+    def _elementwise(self, node: Node, program: tuple):
+        ins = node.inputs
+        return self.ew_kernel(
+            program, [i.shape for i in ins], [i.dtype for i in ins], node.shape, node.dtype
+        )
+
+    def ew_kernel(self, program, in_shapes, in_dtypes, out_shape, out_dtype):
+        """``run(*xs)`` computing an elementwise program in one generated kernel."""
+        specs = [src.Spec(s, d) for s, d in zip(in_shapes, in_dtypes)]
+        step_dts = src.step_dtypes(program, specs)
+        for dt in step_dts:
+            self._check_dtype(dt, "an elementwise step")
+        n = math.prod(out_shape)
+        modes, strided = [], []
+        for shape in in_shapes:
+            if tuple(shape) == tuple(out_shape):
+                modes.append("flat")
+            elif math.prod(shape) == 1:
+                modes.append("scalar")
+            else:
+                modes.append("strided")
+                strided.append(_broadcast_strides(shape, out_shape))
+        sizes, strides = _collapse(list(out_shape), _c_strides(out_shape), *strided)
+        meta = self._meta(sizes + [s for st in strides[1:] for s in st]) if strided else None
+        key = (program, tuple(in_dtypes), tuple(modes), np.dtype(out_dtype), len(sizes))
+        source = self._sources.get(key)
+        if source is None:
+            source = self._sources[key] = src.elementwise_source(
+                program, list(in_dtypes), modes, np.dtype(out_dtype), step_dts, len(sizes),
+                self.fp64,
+            )  # fmt: skip
+        knl = self._kernel(source, "ew")
+        meta = meta if meta is not None else self._meta([])
+        count = np.int64(n)
+
+        def run(*xs):
+            out = self.empty(out_shape, out_dtype)
+            if n:
+                self._launch(knl, (n,), None, out.data, *[x.data for x in xs], meta, count)
+            return out
+
+        return run
+
+    def cast_kernel(self, shape: tuple[int, ...], src_dt: np.dtype, dst_dt: np.dtype):
+        program = ((Op.CAST, (np.dtype(dst_dt).str,), (("in", 0),)),)
+        return self.ew_kernel(program, [shape], [np.dtype(src_dt)], shape, np.dtype(dst_dt))
+
+    # copies ---------------------------------------------------------------------------------------
+    def copier(self, itemsize, shape, src_strides, src_base=0, dst_strides=None, dst_base=0):
+        """``copy(dst, src)``: for each index of ``shape``, dst[dst_base + idx . dst_strides]
+        = src[src_base + idx . src_strides] (dst strides default to C order)."""
+        n = math.prod(shape)
+        contiguous = dst_strides is None
+        lists = [list(src_strides), list(dst_strides or _c_strides(shape))]
+        sizes, (s_st, d_st) = _collapse(list(shape), *lists)
+        if len(sizes) <= 1 and (not sizes or (s_st[0] == 1 and d_st[0] == 1)):
+            # one contiguous run: a plain buffer copy
+            def run_plain(dst, x):
+                if n:
+                    cl.enqueue_copy(
+                        self._queue(), dst.data, x.data, byte_count=n * itemsize,
+                        src_offset=src_base * itemsize, dst_offset=dst_base * itemsize,
+                    )  # fmt: skip
+
+            return run_plain
+        knl = self._kernel(src.copy_source(itemsize, len(sizes), contiguous), "copy")
+        meta = self._meta(sizes + s_st + ([] if contiguous else d_st))
+        args = (meta, np.int64(n), np.int64(src_base), np.int64(dst_base))
+
+        def run(dst, x):
+            if n:
+                self._launch(knl, (n,), None, dst.data, x.data, *args)
+
+        return run
+
+    def gather_kernel(self, out_shape, dtype, src_strides, src_base=0):
+        """``run(x)``: a new array of ``out_shape`` with out[idx] = x[src_base + idx.strides]."""
+        copy = self.copier(np.dtype(dtype).itemsize, tuple(out_shape), src_strides, src_base)
+
+        def run(x):
+            out = self.empty(out_shape, dtype)
+            copy(out, x)
+            return out
+
+        return run
+
+    def permute_kernel(self, shape, dtype, perm):
+        """``run(x)``: x of ``shape`` transposed by ``perm`` (None when perm is the identity)."""
+        if tuple(perm) == tuple(range(len(perm))):
+            return None
+        st = _c_strides(tuple(shape))
+        return self.gather_kernel(tuple(shape[p] for p in perm), dtype, [st[p] for p in perm])
+
+    # reductions -----------------------------------------------------------------------------------
+    def reduce_kernel(self, in_dtype, out_dtype, how, out_dims, red_dims, out_shape, base=0):
+        """``run(x)``: out[o] = combine over r of x[base + o.out_strides + r.red_strides]
+        (dims as (size, stride) pairs; ``how`` one of add, mul, max, min)."""
+        in_dtype, out_dtype = np.dtype(in_dtype), np.dtype(out_dtype)
+        acc = np.dtype("float32") if out_dtype.name == "float16" else out_dtype
+        n_out = math.prod(s for s, _ in out_dims)
+        n_red = math.prod(s for s, _ in red_dims)
+        if n_out == 0 or n_red == 0:
+            # max and min of nothing are refused at trace time; sums and products are 0 and 1
+            identity = {"add": 0, "mul": 1}.get(how)
+
+            def run_empty(x):
+                out = self.empty(out_shape, out_dtype)
+                if n_out:
+                    self._fill(out, identity)
+                return out
+
+            return run_empty
+        o_sz, (o_st,) = _collapse([s for s, _ in out_dims], [t for _, t in out_dims])
+        r_sz, (r_st,) = _collapse([s for s, _ in red_dims], [t for _, t in red_dims])
+        parts = 1
+        if n_out < SPLIT_OUTPUTS and n_red >= SPLIT_MIN:
+            parts = min(1024, math.ceil(n_red / 2048))
+        chunk = math.ceil(n_red / parts)
+        parts = math.ceil(n_red / chunk)
+        stage1_out = out_dtype if parts == 1 else acc
+        source = src.reduce_source(in_dtype, acc, stage1_out, how, len(o_sz), len(r_sz), self.fp64)
+        k1 = self._kernel(source, "red")
+        m1 = self._meta(o_sz + o_st + r_sz + r_st)
+        a1 = (m1, np.int64(n_out), np.int64(n_red), np.int64(parts), np.int64(chunk))
+        a1 += (np.int64(base),)
+        if parts > 1:
+            source2 = src.reduce_source(acc, acc, out_dtype, how, 1, 1, self.fp64)
+            k2 = self._kernel(source2, "red")
+            m2 = self._meta([n_out, parts, parts, 1])
+            a2 = (m2, np.int64(n_out), np.int64(parts), np.int64(1), np.int64(parts))
+            a2 += (np.int64(0),)
+
+        def run(x):
+            out = self.empty(out_shape, out_dtype)
+            if parts == 1:
+                self._launch(k1, (n_out,), None, out.data, x.data, *a1)
+                return out
+            partial = self.empty((n_out * parts,), acc)
+            self._launch(k1, (n_out * parts,), None, partial.data, x.data, *a1)
+            self._launch(k2, (n_out,), None, out.data, partial.data, *a2)
+            return out
+
+        return run
+
+    def _reduction(self, node: Node):
+        (x,) = node.inputs
+        axes, _keepdims = node.attrs
+        st = _c_strides(x.shape)
+        dims = list(zip(x.shape, st))
+        out_dims = [d for i, d in enumerate(dims) if i not in axes]
+        red_dims = [d for i, d in enumerate(dims) if i in axes]
+        how = {Op.SUM: "add", Op.PROD: "mul", Op.MAX: "max", Op.MIN: "min"}[node.op]
+        return self.reduce_kernel(x.dtype, node.dtype, how, out_dims, red_dims, node.shape)
+
+    # GEMM -----------------------------------------------------------------------------------------
+    def gemm_kernel(self, dtype, nb, m, n, k, trans_a=False, trans_b=False):
+        """``run(A, B, C)``: C[b] = op(A[b]) @ op(B[b]) for contiguous row-major arrays of
+        ``nb`` batches; A is [m, k] ([k, m] when ``trans_a``), B [k, n] ([n, k]), C [m, n]."""
+        dtype = np.dtype(dtype)
+        big = nb * m * n * k >= CLBLAST_MIN_MACS
+        if USE_CLBLAST and big and pyclblast is not None and dtype in CLBLAST_DTYPES:
+            a_rows, a_cols = (k, m) if trans_a else (m, k)
+            b_rows, b_cols = (n, k) if trans_b else (k, n)
+            flags = {"a_transp": trans_a, "b_transp": trans_b}
+
+            def run_clblast(a, b, c):
+                q = self._queue()
+                a2 = a.reshape((nb * a_rows, a_cols))
+                b2 = b.reshape((nb * b_rows, b_cols))
+                c2 = c.reshape((nb * m, n))
+                if nb == 1:
+                    pyclblast.gemm(q, m, n, k, a2, b2, c2, a_cols, b_cols, n, **flags)
+                else:
+                    pyclblast.gemmStridedBatched(
+                        q, m, n, k, nb, a2, b2, c2, a_cols, b_cols, n, m * k, k * n, m * n,
+                        **flags,
+                    )  # fmt: skip
+
+            return run_clblast
+        t = self.tile
+        knl = self._kernel(src.gemm_source(dtype, trans_a, trans_b, t, self.fp64), "gemm")
+        gsize = (math.ceil(n / t) * t, math.ceil(m / t) * t, nb)
+        sizes = (np.int64(m), np.int64(n), np.int64(k))
+
+        def run(a, b, c):
+            self._launch(knl, gsize, (t, t, 1), a.data, b.data, c.data, *sizes)
+
+        return run
+
+    def _product(self, dtype, nb, m, n, k, trans_a, trans_b, out_shape):
+        """``run(A, B)`` -> a new array of ``out_shape`` holding the batched product."""
+        empty = nb * m * n == 0
+        gemm = None if empty or k == 0 else self.gemm_kernel(dtype, nb, m, n, k, trans_a, trans_b)
+
+        def run(a, b):
+            c = self.empty((nb, m, n), dtype)
+            if gemm is None:
+                self._fill(c, 0)
+            else:
+                gemm(a, b, c)
+            return c.reshape(out_shape)
+
+        return run
+
+
+def _broadcast_strides(shape, out_shape) -> list[int]:
+    """Element strides of a C-contiguous array of ``shape`` broadcast to ``out_shape``."""
+    st = _c_strides(tuple(shape))
+    lead = len(out_shape) - len(shape)
+    return [0 if d < lead or shape[d - lead] == 1 else st[d - lead] for d in range(len(out_shape))]
+
+
+def _prepare_operand(be: Backend, x: Node, labels, drop, dtype, *layouts):
+    """Steps making a CONTRACT operand GEMM-ready: sum its own labels out, cast to the result
+    dtype, and bring it to one of ``layouts`` (label orders; the first one is copied to when
+    none fits). Returns (run, index of the layout used)."""
+    steps: list = []
+    kept = tuple(lab for i, lab in enumerate(labels) if i not in drop)
+    st = _c_strides(x.shape)
+    shape = tuple(s for i, s in enumerate(x.shape) if i not in drop)
+    if drop:
+        out_dims = [(x.shape[i], st[i]) for i in range(x.ndim) if i not in drop]
+        red_dims = [(x.shape[i], st[i]) for i in drop]
+        steps.append(be.reduce_kernel(x.dtype, x.dtype, "add", out_dims, red_dims, shape))
+    if x.dtype != dtype:
+        steps.append(be.cast_kernel(shape, x.dtype, dtype))
+    layouts = tuple(tuple(layout) for layout in layouts)
+    if kept in layouts:
+        return _chain(steps), layouts.index(kept)
+    steps.append(be.permute_kernel(shape, dtype, [kept.index(lab) for lab in layouts[0]]))
+    return _chain(steps), 0
+
+
+def _chain(steps: list) -> Any:
+    """One function running ``steps`` (functions of one array; None for none) in turn."""
+    steps = [step for step in steps if step is not None]
+
+    def run(v):
+        for step in steps:
+            v = step(v)
+        return v
+
+    return run
+
+
+def _contract(be: Backend, node: Node):
+    a, b = node.inputs
+    a_labels, b_labels, out, batch, left, con, right = node.attrs
+    sizes = dict(zip(a_labels, a.shape))
+    sizes.update(zip(b_labels, b.shape))
+    a_drop = tuple(i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out)
+    a_kept = {lab for i, lab in enumerate(a_labels) if i not in a_drop}
+    b_drop = tuple(i for i, lab in enumerate(b_labels) if lab not in a_kept and lab not in out)
+    dt = node.dtype
+    prep_a, ta = _prepare_operand(
+        be, a, a_labels, a_drop, dt, batch + left + con, batch + con + left
+    )
+    prep_b, tb = _prepare_operand(
+        be, b, b_labels, b_drop, dt, batch + con + right, batch + right + con
+    )
+    nb, nl, nk, nr = (math.prod(sizes[lab] for lab in g) for g in (batch, left, con, right))
+    natural = batch + left + right
+    if tuple(out) == batch + right + left and tuple(out) != natural:
+        # C^T = op(B)^T op(A)^T: the output comes out in its own order, no copy
+        prod = be._product(dt, nb, nr, nl, nk, not tb, not ta, node.shape)
+
+        def run_swapped(x, y):
+            return prod(prep_b(y), prep_a(x))
+
+        return run_swapped
+    c_shape = tuple(sizes[lab] for lab in natural)
+    prod = be._product(dt, nb, nl, nr, nk, bool(ta), bool(tb), c_shape)
+    post = be.permute_kernel(c_shape, dt, [natural.index(lab) for lab in out])
+
+    def run(x, y):
+        c = prod(prep_a(x), prep_b(y))
+        return c.reshape(node.shape) if post is None else post(c)
+
+    return run
+
+
+def _matmul(be: Backend, node: Node):
+    """MATMUL as left unrewritten (no passes): broadcast the batch axes, one batched GEMM."""
+    a, b = node.inputs
+    dt = node.dtype
+    ash = (1,) + a.shape if a.ndim == 1 else a.shape
+    bsh = b.shape + (1,) if b.ndim == 1 else b.shape
+    m, k, n = ash[-2], ash[-1], bsh[-1]
+    batch = tuple(np.broadcast_shapes(ash[:-2], bsh[:-2]))
+    nb = math.prod(batch)
+
+    def operand(x: Node, shape):
+        full = batch + shape[-2:]
+        return _chain(
+            [
+                lambda v: v.reshape(shape),
+                None if x.dtype == dt else be.cast_kernel(shape, x.dtype, dt),
+                None
+                if shape == full
+                else be.gather_kernel(full, dt, _broadcast_strides(shape, full)),
+            ]
+        )
+
+    pa, pb = operand(a, ash), operand(b, bsh)
+    prod = be._product(dt, nb, m, n, k, False, False, node.shape)
+    return lambda x, y: prod(pa(x), pb(y))
+
+
+def _tensordot(be: Backend, node: Node):
+    """TENSORDOT as left unrewritten (no passes): free axes against paired axes, one GEMM."""
+    a, b = node.inputs
+    axes_a, axes_b = node.attrs
+    dt = node.dtype
+    free_a = [i for i in range(a.ndim) if i not in axes_a]
+    free_b = [i for i in range(b.ndim) if i not in axes_b]
+    m = math.prod(a.shape[i] for i in free_a)
+    n = math.prod(b.shape[i] for i in free_b)
+    k = math.prod(a.shape[i] for i in axes_a)
+
+    def operand(x: Node, perm):
+        cast = None if x.dtype == dt else be.cast_kernel(x.shape, x.dtype, dt)
+        return _chain([cast, be.permute_kernel(x.shape, dt, perm)])
+
+    pa = operand(a, free_a + list(axes_a))
+    pb = operand(b, list(axes_b) + free_b)
+    prod = be._product(dt, 1, m, n, k, False, False, node.shape)
+    return lambda x, y: prod(pa(x), pb(y))
+
+
+def _einsum(be: Backend, node: Node):
+    if len(node.inputs) > 1:
+        return _lowered(be, node)
+    (x,) = node.inputs
+    (labels,), out = node.attrs
+    st = _c_strides(x.shape)
+    size, stride = {}, {}
+    for lab, n, s in zip(labels, x.shape, st):
+        size[lab] = n
+        stride[lab] = stride.get(lab, 0) + s  # a repeated label walks the diagonal
+    out_dims = [(size[lab], stride[lab]) for lab in out]
+    summed = [lab for lab in dict.fromkeys(labels) if lab not in out]
+    if not summed:
+        return be.gather_kernel(node.shape, x.dtype, [s for _, s in out_dims])
+    red_dims = [(size[lab], stride[lab]) for lab in summed]
+    return be.reduce_kernel(x.dtype, node.dtype, "add", out_dims, red_dims, node.shape)
+
+
+def _lowered(be: Backend, node: Node):
+    """A many-operand EINSUM (only seen with passes off): the lowering passes turn it into
+    pairwise CONTRACTs and one-operand einsums, run here as a small program."""
+    from tenloom.graph.graph import Graph
+    from tenloom.graph.node import make_node
+    from tenloom.graph.ops_leaf import next_placeholder_id
+    from tenloom.passes import run_pipeline
+    from tenloom.runtime.program import compile_program
+
+    phs = [
+        make_node(Op.PLACEHOLDER, (), (f"in{k}", next_placeholder_id(), x.shape, x.dtype.str))
+        for k, x in enumerate(node.inputs)
+    ]
+    graph, _ = run_pipeline(
+        Graph((make_node(node.op, tuple(phs), node.attrs),)), LOWERING, {"optimize": "greedy"}
+    )
+    for n in graph.order:
+        if n.op is Op.EINSUM and len(n.inputs) > 1:
+            raise DeviceError(f"{be.kind}: einsum {n.attrs} was not lowered to pairwise GEMMs")
+    prog = compile_program(graph, be)
+    slot_of = {id(p): k for k, p in enumerate(phs)}
+
+    def run(*xs):
+        vals: list[Any] = [None] * prog.n_slots
+        for step in prog.steps:
+            n = step.node
+            if step.kernel is not None:
+                vals[step.out] = step.kernel(*[vals[i] for i in step.inputs])
+            elif n.op is Op.PLACEHOLDER:
+                vals[step.out] = xs[slot_of[id(n)]]
+            else:
+                vals[step.out] = be.from_host(n.attrs[0].value, True)
+            for f in step.free:
+                vals[f] = None
+        return vals[prog.outputs[0]]
+
+    return run
+
+
+def _trace(be: Backend, node: Node):
+    (x,) = node.inputs
+    offset, a1, a2 = node.attrs
+    st = _c_strides(x.shape)
+    n = diagonal_len(x.shape[a1], x.shape[a2], offset)
+    base = offset * st[a2] if offset >= 0 else -offset * st[a1]
+    out_dims = [(s, st[i]) for i, s in enumerate(x.shape) if i not in (a1, a2)]
+    red = [(n, st[a1] + st[a2])]
+    return be.reduce_kernel(x.dtype, node.dtype, "add", out_dims, red, node.shape, base)
+
+
+def _diagonal(be: Backend, node: Node):
+    (x,) = node.inputs
+    offset, a1, a2 = node.attrs
+    st = _c_strides(x.shape)
+    base = offset * st[a2] if offset >= 0 else -offset * st[a1]
+    strides = [st[i] for i in range(x.ndim) if i not in (a1, a2)] + [st[a1] + st[a2]]
+    return be.gather_kernel(node.shape, x.dtype, strides, base)
+
+
+def _transpose(be: Backend, node: Node):
+    (x,) = node.inputs
+    run = be.permute_kernel(x.shape, x.dtype, node.attrs[0])
+    return run if run is not None else (lambda v: v)
+
+
+def _broadcast(be: Backend, node: Node):
+    (x,) = node.inputs
+    return be.gather_kernel(node.shape, x.dtype, _broadcast_strides(x.shape, node.shape))
+
+
+def _slice(be: Backend, node: Node):
+    (x,) = node.inputs
+    st = _c_strides(x.shape)
+    # an empty result launches nothing, so an out-of-range start never gets read
+    base = sum(start * s for (start, _, _), s in zip(node.attrs[0], st))
+    strides = [step * s for (_, _, step), s in zip(node.attrs[0], st)]
+    return be.gather_kernel(node.shape, x.dtype, strides, base)
+
+
+def _concat(be: Backend, node: Node):
+    (axis,) = node.attrs
+    out_st = _c_strides(node.shape)
+    pieces, offset = [], 0
+    for x in node.inputs:
+        cast = None if x.dtype == node.dtype else be.cast_kernel(x.shape, x.dtype, node.dtype)
+        copy = be.copier(
+            node.dtype.itemsize, x.shape, _c_strides(x.shape), 0, out_st, offset * out_st[axis]
+        )
+        pieces.append((cast, copy))
+        offset += x.shape[axis]
+
+    def run(*xs):
+        out = be.empty(node.shape, node.dtype)
+        for (cast, copy), x in zip(pieces, xs):
+            copy(out, x if cast is None else cast(x))
+        return out
+
+    return run
+
+
+def _reshape(be: Backend, node: Node):
+    shape = node.attrs[0]
+    return lambda x: x.reshape(shape)
+
+
+def _layout(be: Backend, node: Node):
+    """LAYOUT asks for a memory order that several contractions share; arrays here are always
+    C-ordered in their logical axis order, so the values pass unchanged (and each CONTRACT
+    copies into the order its GEMM reads, where it differs)."""
+    return lambda x: x
+
+
+def _full(be: Backend, node: Node):
+    shape, dt = node.attrs[0], node.dtype
+    value = full_value(node.attrs)
+
+    def run():
+        out = be.empty(shape, dt)
+        be._fill(out, value)
+        return out
+
+    return run
+
+
+def _eye(be: Backend, node: Node):
+    n, m, k, _ = node.attrs
+    knl = be._kernel(src.eye_source(node.dtype, be.fp64), "eye")
+    size = n * m
+
+    def run():
+        out = be.empty((n, m), node.dtype)
+        if size:
+            be._launch(knl, (size,), None, out.data, np.int64(m), np.int64(k), np.int64(size))
+        return out
+
+    return run
+
+
+_HANDLERS = {
+    Op.CONTRACT: _contract,
+    Op.MATMUL: _matmul,
+    Op.TENSORDOT: _tensordot,
+    Op.EINSUM: _einsum,
+    Op.TRACE: _trace,
+    Op.DIAGONAL: _diagonal,
+    Op.TRANSPOSE: _transpose,
+    Op.BROADCAST: _broadcast,
+    Op.SLICE: _slice,
+    Op.CONCAT: _concat,
+    Op.RESHAPE: _reshape,
+    Op.LAYOUT: _layout,
+    Op.FULL: _full,
+    Op.EYE: _eye,
+}
