@@ -183,6 +183,34 @@ def test_unrewritten_contraction_ops_with_passes_off(device):
         assert_close(t.evaluate(device=device, passes=()), expected)
 
 
+def test_sliced_network_and_its_gradient_under_a_memory_limit(device):
+    """memory_limit slices a lattice network; the slices run on the device (value and the
+    sliced reverse sweep of its gradient)."""
+    import cotengra as ctg
+    from tenloom.runtime.sliced import LAST_RUN
+
+    inputs, _, shapes, _ = ctg.utils.lattice_equation([4, 4], d_min=4, d_max=4)
+    rng = np.random.default_rng(3)
+    labels: dict = {}
+    ops, args = [], []
+    for term, shape in zip(inputs, shapes):
+        t = tl.asarray((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)) / 4)
+        ops.append(t)
+        args += [t, [labels.setdefault(x, len(labels)) for x in term]]
+    y = tl.einsum(*args, [])
+    opts = {"optimize": "greedy", "memory_limit": "16 KB"}
+    expected = y.evaluate(optimize="greedy")
+    assert "sliced" in [n.op.value for n in tl.explain(y, **opts).graph.order]
+    np.testing.assert_allclose(y.evaluate(device=device, **opts), expected, rtol=1e-10)
+    assert LAST_RUN.workers == [device] and LAST_RUN.slices[0] > 1
+    opts["memory_limit"] = "100 KB"  # the reverse sweep needs more room
+    grads = tl.grad(tl.real(y), ops[:3], **opts)
+    cpu = tl.evaluate(*grads, optimize="greedy")
+    for got, want in zip(tl.evaluate(*grads, device=device, **opts), cpu):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-14)
+    assert LAST_RUN.workers == [device] and LAST_RUN.slices[0] > 1
+
+
 # ---- elementwise, reductions, movement ----------------------------------------------------------
 
 

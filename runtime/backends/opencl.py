@@ -16,16 +16,20 @@ are cached by source, so one program serves every node with the same op, dtypes 
   one strided reduction kernel, split in two passes when few outputs reduce many elements;
   every output sums in a fixed order, so results are deterministic.
 - movement (transpose, broadcast_to, slice, diagonal, concatenate): one strided-copy kernel
-  per element size and rank; reshape is a view.
+  per element size and rank; reshape is a view; LAYOUT passes values unchanged (arrays here
+  are always in C order of their own axes).
 - matmul, tensordot and many-operand einsum, which only reach a backend when passes are
   switched off, run as the same GEMM kernels (einsum after the lowering passes: canonicalize,
   prereduce, contraction_order, eliminate_permutations).
+- SLICED (``memory_limit``): the per-slice network compiled once, slices gathered, run and
+  added in place one after another on the device; ``threads=``, several devices and Dask do
+  not spread OpenCL slices (runtime/sliced.py's runner works on array views).
 
-No op falls back to NumPy on the host. Device arrays are ``pyopencl.array.Array`` (C-contiguous,
-offset 0). Each scheduler worker drives its own in-order command queue; values crossing queues
-are ordered by marker events. Memory comes straight from ``clCreateBuffer`` (a pool could hand a
-buffer to another queue while a kernel still reads it), and ``memory_stats`` reports the bytes
-in use and the high-water mark.
+The op-by-op assembly is in ``opencl_ops``. No op falls back to NumPy on the host. Device
+arrays are ``pyopencl.array.Array`` (C-contiguous, offset 0). Each scheduler worker drives its
+own in-order command queue; values crossing queues are ordered by marker events. Memory comes
+straight from ``clCreateBuffer`` (a pool could hand a buffer to another queue while a kernel
+still reads it), and ``memory_stats`` reports the bytes in use and the high-water mark.
 
 Supported dtypes: bool, int32, int64, float16, float32, float64, complex64, complex128;
 float64 and complex128 only on devices with ``cl_khr_fp64`` (most Apple GPUs have none): there
@@ -46,9 +50,8 @@ from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.errors import DeviceError, DTypeError
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
-from tenloom.graph.ops_leaf import full_value
-from tenloom.graph.ops_movement import diagonal_len
 from tenloom.runtime.backends import opencl_source as src
+from tenloom.runtime.backends.opencl_ops import HANDLERS
 
 try:
     import pyclblast
@@ -67,8 +70,6 @@ FP64 = frozenset(np.dtype(n) for n in ("float64", "complex128"))
 # two passes: partial results over chunks, then the chunks
 SPLIT_OUTPUTS = 256
 SPLIT_MIN = 8192
-# passes that turn a many-operand einsum into pairwise CONTRACTs and one-operand einsums
-LOWERING = ("canonicalize", "prereduce", "contraction_order", "eliminate_permutations")
 
 
 def _devices() -> list[Any]:
@@ -85,29 +86,6 @@ def list_devices() -> list[tuple[int, str, int]]:
         (i, f"{d.name.strip()} ({d.platform.name.strip()})", int(d.global_mem_size))
         for i, d in enumerate(_devices())
     ]
-
-
-def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, n = [], 1
-    for s in reversed(shape):
-        out.append(n)
-        n *= s
-    return tuple(reversed(out))
-
-
-def _collapse(sizes: list[int], *strides: list[int]) -> tuple[list[int], list[list[int]]]:
-    """Drop size-1 dims and merge neighbours that are contiguous in every stride list."""
-    keep = [d for d, n in enumerate(sizes) if n != 1]
-    sz = [sizes[d] for d in keep]
-    st = [[s[d] for d in keep] for s in strides]
-    d = len(sz) - 2
-    while d >= 0:
-        if all(s[d] == s[d + 1] * sz[d + 1] for s in st):
-            sz[d] *= sz.pop(d + 1)
-            for s in st:
-                s[d] = s.pop(d + 1)
-        d -= 1
-    return sz, st
 
 
 class _Buffer(cl.Buffer):
@@ -186,6 +164,11 @@ class Backend:
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> cla.Array:
         return cla.Array(self._queue(), shape, dtype, allocator=self._alloc)
+
+    def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> cla.Array:
+        out = self.empty(shape, dtype)
+        self._fill(out, 0)
+        return out
 
     # ---- data movement ---------------------------------------------------------------------------
     def _check_dtype(self, dt: np.dtype, what: str) -> None:
@@ -295,7 +278,7 @@ class Backend:
             return self._elementwise(node, ((op, node.attrs, args),))
         if kind is OpKind.REDUCE:
             return self._reduction(node)
-        handler = _HANDLERS.get(op)
+        handler = HANDLERS.get(op)
         if handler is None:
             raise DeviceError(f"{self.kind}: no kernel for op {op.value!r}")
         return handler(self, node)
@@ -322,8 +305,8 @@ class Backend:
                 modes.append("scalar")
             else:
                 modes.append("strided")
-                strided.append(_broadcast_strides(shape, out_shape))
-        sizes, strides = _collapse(list(out_shape), _c_strides(out_shape), *strided)
+                strided.append(src.broadcast_strides(shape, out_shape))
+        sizes, strides = src.collapse(list(out_shape), src.c_strides(out_shape), *strided)
         meta = self._meta(sizes + [s for st in strides[1:] for s in st]) if strided else None
         key = (program, tuple(in_dtypes), tuple(modes), np.dtype(out_dtype), len(sizes))
         source = self._sources.get(key)
@@ -354,11 +337,11 @@ class Backend:
         = src[src_base + idx . src_strides] (dst strides default to C order)."""
         n = math.prod(shape)
         contiguous = dst_strides is None
-        lists = [list(src_strides), list(dst_strides or _c_strides(shape))]
-        sizes, (s_st, d_st) = _collapse(list(shape), *lists)
+        lists = [list(src_strides), list(dst_strides or src.c_strides(shape))]
+        sizes, (s_st, d_st) = src.collapse(list(shape), *lists)
         if len(sizes) <= 1 and (not sizes or (s_st[0] == 1 and d_st[0] == 1)):
             # one contiguous run: a plain buffer copy
-            def run_plain(dst, x):
+            def run_plain(dst, x, src_base=src_base, dst_base=dst_base):
                 if n:
                     cl.enqueue_copy(
                         self._queue(), dst.data, x.data, byte_count=n * itemsize,
@@ -368,22 +351,41 @@ class Backend:
             return run_plain
         knl = self._kernel(src.copy_source(itemsize, len(sizes), contiguous), "copy")
         meta = self._meta(sizes + s_st + ([] if contiguous else d_st))
-        args = (meta, np.int64(n), np.int64(src_base), np.int64(dst_base))
 
-        def run(dst, x):
+        def run(dst, x, src_base=src_base, dst_base=dst_base):
             if n:
+                args = (meta, np.int64(n), np.int64(src_base), np.int64(dst_base))
                 self._launch(knl, (n,), None, dst.data, x.data, *args)
 
         return run
 
     def gather_kernel(self, out_shape, dtype, src_strides, src_base=0):
-        """``run(x)``: a new array of ``out_shape`` with out[idx] = x[src_base + idx.strides]."""
+        """``run(x, base=src_base)``: a new array of ``out_shape`` with out[idx] =
+        x[base + idx.strides]."""
         copy = self.copier(np.dtype(dtype).itemsize, tuple(out_shape), src_strides, src_base)
 
-        def run(x):
+        def run(x, base=src_base):
             out = self.empty(out_shape, dtype)
-            copy(out, x)
+            copy(out, x, base)
             return out
+
+        return run
+
+    def accumulate_kernel(self, shape, part_dtype, acc_dtype, dst_strides):
+        """``run(acc, part, base)``: acc[base + idx.dst_strides] += part[idx] over ``shape``."""
+        n = math.prod(shape)
+        sizes, (_, d_st) = src.collapse(list(shape), list(src.c_strides(shape)), list(dst_strides))
+        source = src.accumulate_source(
+            np.dtype(acc_dtype), np.dtype(part_dtype), len(sizes), self.fp64
+        )
+        knl = self._kernel(source, "acc")
+        meta = self._meta(sizes + d_st)
+
+        def run(acc, part, base):
+            if n:
+                self._launch(
+                    knl, (n,), None, acc.data, part.data, meta, np.int64(n), np.int64(base)
+                )
 
         return run
 
@@ -391,7 +393,7 @@ class Backend:
         """``run(x)``: x of ``shape`` transposed by ``perm`` (None when perm is the identity)."""
         if tuple(perm) == tuple(range(len(perm))):
             return None
-        st = _c_strides(tuple(shape))
+        st = src.c_strides(tuple(shape))
         return self.gather_kernel(tuple(shape[p] for p in perm), dtype, [st[p] for p in perm])
 
     # reductions -----------------------------------------------------------------------------------
@@ -413,8 +415,8 @@ class Backend:
                 return out
 
             return run_empty
-        o_sz, (o_st,) = _collapse([s for s, _ in out_dims], [t for _, t in out_dims])
-        r_sz, (r_st,) = _collapse([s for s, _ in red_dims], [t for _, t in red_dims])
+        o_sz, (o_st,) = src.collapse([s for s, _ in out_dims], [t for _, t in out_dims])
+        r_sz, (r_st,) = src.collapse([s for s, _ in red_dims], [t for _, t in red_dims])
         parts = 1
         if n_out < SPLIT_OUTPUTS and n_red >= SPLIT_MIN:
             parts = min(1024, math.ceil(n_red / 2048))
@@ -448,7 +450,7 @@ class Backend:
     def _reduction(self, node: Node):
         (x,) = node.inputs
         axes, _keepdims = node.attrs
-        st = _c_strides(x.shape)
+        st = src.c_strides(x.shape)
         dims = list(zip(x.shape, st))
         out_dims = [d for i, d in enumerate(dims) if i not in axes]
         red_dims = [d for i, d in enumerate(dims) if i in axes]
@@ -504,301 +506,3 @@ class Backend:
             return c.reshape(out_shape)
 
         return run
-
-
-def _broadcast_strides(shape, out_shape) -> list[int]:
-    """Element strides of a C-contiguous array of ``shape`` broadcast to ``out_shape``."""
-    st = _c_strides(tuple(shape))
-    lead = len(out_shape) - len(shape)
-    return [0 if d < lead or shape[d - lead] == 1 else st[d - lead] for d in range(len(out_shape))]
-
-
-def _prepare_operand(be: Backend, x: Node, labels, drop, dtype, *layouts):
-    """Steps making a CONTRACT operand GEMM-ready: sum its own labels out, cast to the result
-    dtype, and bring it to one of ``layouts`` (label orders; the first one is copied to when
-    none fits). Returns (run, index of the layout used)."""
-    steps: list = []
-    kept = tuple(lab for i, lab in enumerate(labels) if i not in drop)
-    st = _c_strides(x.shape)
-    shape = tuple(s for i, s in enumerate(x.shape) if i not in drop)
-    if drop:
-        out_dims = [(x.shape[i], st[i]) for i in range(x.ndim) if i not in drop]
-        red_dims = [(x.shape[i], st[i]) for i in drop]
-        steps.append(be.reduce_kernel(x.dtype, x.dtype, "add", out_dims, red_dims, shape))
-    if x.dtype != dtype:
-        steps.append(be.cast_kernel(shape, x.dtype, dtype))
-    layouts = tuple(tuple(layout) for layout in layouts)
-    if kept in layouts:
-        return _chain(steps), layouts.index(kept)
-    steps.append(be.permute_kernel(shape, dtype, [kept.index(lab) for lab in layouts[0]]))
-    return _chain(steps), 0
-
-
-def _chain(steps: list) -> Any:
-    """One function running ``steps`` (functions of one array; None for none) in turn."""
-    steps = [step for step in steps if step is not None]
-
-    def run(v):
-        for step in steps:
-            v = step(v)
-        return v
-
-    return run
-
-
-def _contract(be: Backend, node: Node):
-    a, b = node.inputs
-    a_labels, b_labels, out, batch, left, con, right = node.attrs
-    sizes = dict(zip(a_labels, a.shape))
-    sizes.update(zip(b_labels, b.shape))
-    a_drop = tuple(i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out)
-    a_kept = {lab for i, lab in enumerate(a_labels) if i not in a_drop}
-    b_drop = tuple(i for i, lab in enumerate(b_labels) if lab not in a_kept and lab not in out)
-    dt = node.dtype
-    prep_a, ta = _prepare_operand(
-        be, a, a_labels, a_drop, dt, batch + left + con, batch + con + left
-    )
-    prep_b, tb = _prepare_operand(
-        be, b, b_labels, b_drop, dt, batch + con + right, batch + right + con
-    )
-    nb, nl, nk, nr = (math.prod(sizes[lab] for lab in g) for g in (batch, left, con, right))
-    natural = batch + left + right
-    if tuple(out) == batch + right + left and tuple(out) != natural:
-        # C^T = op(B)^T op(A)^T: the output comes out in its own order, no copy
-        prod = be._product(dt, nb, nr, nl, nk, not tb, not ta, node.shape)
-
-        def run_swapped(x, y):
-            return prod(prep_b(y), prep_a(x))
-
-        return run_swapped
-    c_shape = tuple(sizes[lab] for lab in natural)
-    prod = be._product(dt, nb, nl, nr, nk, bool(ta), bool(tb), c_shape)
-    post = be.permute_kernel(c_shape, dt, [natural.index(lab) for lab in out])
-
-    def run(x, y):
-        c = prod(prep_a(x), prep_b(y))
-        return c.reshape(node.shape) if post is None else post(c)
-
-    return run
-
-
-def _matmul(be: Backend, node: Node):
-    """MATMUL as left unrewritten (no passes): broadcast the batch axes, one batched GEMM."""
-    a, b = node.inputs
-    dt = node.dtype
-    ash = (1,) + a.shape if a.ndim == 1 else a.shape
-    bsh = b.shape + (1,) if b.ndim == 1 else b.shape
-    m, k, n = ash[-2], ash[-1], bsh[-1]
-    batch = tuple(np.broadcast_shapes(ash[:-2], bsh[:-2]))
-    nb = math.prod(batch)
-
-    def operand(x: Node, shape):
-        full = batch + shape[-2:]
-        return _chain(
-            [
-                lambda v: v.reshape(shape),
-                None if x.dtype == dt else be.cast_kernel(shape, x.dtype, dt),
-                None
-                if shape == full
-                else be.gather_kernel(full, dt, _broadcast_strides(shape, full)),
-            ]
-        )
-
-    pa, pb = operand(a, ash), operand(b, bsh)
-    prod = be._product(dt, nb, m, n, k, False, False, node.shape)
-    return lambda x, y: prod(pa(x), pb(y))
-
-
-def _tensordot(be: Backend, node: Node):
-    """TENSORDOT as left unrewritten (no passes): free axes against paired axes, one GEMM."""
-    a, b = node.inputs
-    axes_a, axes_b = node.attrs
-    dt = node.dtype
-    free_a = [i for i in range(a.ndim) if i not in axes_a]
-    free_b = [i for i in range(b.ndim) if i not in axes_b]
-    m = math.prod(a.shape[i] for i in free_a)
-    n = math.prod(b.shape[i] for i in free_b)
-    k = math.prod(a.shape[i] for i in axes_a)
-
-    def operand(x: Node, perm):
-        cast = None if x.dtype == dt else be.cast_kernel(x.shape, x.dtype, dt)
-        return _chain([cast, be.permute_kernel(x.shape, dt, perm)])
-
-    pa = operand(a, free_a + list(axes_a))
-    pb = operand(b, list(axes_b) + free_b)
-    prod = be._product(dt, 1, m, n, k, False, False, node.shape)
-    return lambda x, y: prod(pa(x), pb(y))
-
-
-def _einsum(be: Backend, node: Node):
-    if len(node.inputs) > 1:
-        return _lowered(be, node)
-    (x,) = node.inputs
-    (labels,), out = node.attrs
-    st = _c_strides(x.shape)
-    size, stride = {}, {}
-    for lab, n, s in zip(labels, x.shape, st):
-        size[lab] = n
-        stride[lab] = stride.get(lab, 0) + s  # a repeated label walks the diagonal
-    out_dims = [(size[lab], stride[lab]) for lab in out]
-    summed = [lab for lab in dict.fromkeys(labels) if lab not in out]
-    if not summed:
-        return be.gather_kernel(node.shape, x.dtype, [s for _, s in out_dims])
-    red_dims = [(size[lab], stride[lab]) for lab in summed]
-    return be.reduce_kernel(x.dtype, node.dtype, "add", out_dims, red_dims, node.shape)
-
-
-def _lowered(be: Backend, node: Node):
-    """A many-operand EINSUM (only seen with passes off): the lowering passes turn it into
-    pairwise CONTRACTs and one-operand einsums, run here as a small program."""
-    from tenloom.graph.graph import Graph
-    from tenloom.graph.node import make_node
-    from tenloom.graph.ops_leaf import next_placeholder_id
-    from tenloom.passes import run_pipeline
-    from tenloom.runtime.program import compile_program
-
-    phs = [
-        make_node(Op.PLACEHOLDER, (), (f"in{k}", next_placeholder_id(), x.shape, x.dtype.str))
-        for k, x in enumerate(node.inputs)
-    ]
-    graph, _ = run_pipeline(
-        Graph((make_node(node.op, tuple(phs), node.attrs),)), LOWERING, {"optimize": "greedy"}
-    )
-    for n in graph.order:
-        if n.op is Op.EINSUM and len(n.inputs) > 1:
-            raise DeviceError(f"{be.kind}: einsum {n.attrs} was not lowered to pairwise GEMMs")
-    prog = compile_program(graph, be)
-    slot_of = {id(p): k for k, p in enumerate(phs)}
-
-    def run(*xs):
-        vals: list[Any] = [None] * prog.n_slots
-        for step in prog.steps:
-            n = step.node
-            if step.kernel is not None:
-                vals[step.out] = step.kernel(*[vals[i] for i in step.inputs])
-            elif n.op is Op.PLACEHOLDER:
-                vals[step.out] = xs[slot_of[id(n)]]
-            else:
-                vals[step.out] = be.from_host(n.attrs[0].value, True)
-            for f in step.free:
-                vals[f] = None
-        return vals[prog.outputs[0]]
-
-    return run
-
-
-def _trace(be: Backend, node: Node):
-    (x,) = node.inputs
-    offset, a1, a2 = node.attrs
-    st = _c_strides(x.shape)
-    n = diagonal_len(x.shape[a1], x.shape[a2], offset)
-    base = offset * st[a2] if offset >= 0 else -offset * st[a1]
-    out_dims = [(s, st[i]) for i, s in enumerate(x.shape) if i not in (a1, a2)]
-    red = [(n, st[a1] + st[a2])]
-    return be.reduce_kernel(x.dtype, node.dtype, "add", out_dims, red, node.shape, base)
-
-
-def _diagonal(be: Backend, node: Node):
-    (x,) = node.inputs
-    offset, a1, a2 = node.attrs
-    st = _c_strides(x.shape)
-    base = offset * st[a2] if offset >= 0 else -offset * st[a1]
-    strides = [st[i] for i in range(x.ndim) if i not in (a1, a2)] + [st[a1] + st[a2]]
-    return be.gather_kernel(node.shape, x.dtype, strides, base)
-
-
-def _transpose(be: Backend, node: Node):
-    (x,) = node.inputs
-    run = be.permute_kernel(x.shape, x.dtype, node.attrs[0])
-    return run if run is not None else (lambda v: v)
-
-
-def _broadcast(be: Backend, node: Node):
-    (x,) = node.inputs
-    return be.gather_kernel(node.shape, x.dtype, _broadcast_strides(x.shape, node.shape))
-
-
-def _slice(be: Backend, node: Node):
-    (x,) = node.inputs
-    st = _c_strides(x.shape)
-    # an empty result launches nothing, so an out-of-range start never gets read
-    base = sum(start * s for (start, _, _), s in zip(node.attrs[0], st))
-    strides = [step * s for (_, _, step), s in zip(node.attrs[0], st)]
-    return be.gather_kernel(node.shape, x.dtype, strides, base)
-
-
-def _concat(be: Backend, node: Node):
-    (axis,) = node.attrs
-    out_st = _c_strides(node.shape)
-    pieces, offset = [], 0
-    for x in node.inputs:
-        cast = None if x.dtype == node.dtype else be.cast_kernel(x.shape, x.dtype, node.dtype)
-        copy = be.copier(
-            node.dtype.itemsize, x.shape, _c_strides(x.shape), 0, out_st, offset * out_st[axis]
-        )
-        pieces.append((cast, copy))
-        offset += x.shape[axis]
-
-    def run(*xs):
-        out = be.empty(node.shape, node.dtype)
-        for (cast, copy), x in zip(pieces, xs):
-            copy(out, x if cast is None else cast(x))
-        return out
-
-    return run
-
-
-def _reshape(be: Backend, node: Node):
-    shape = node.attrs[0]
-    return lambda x: x.reshape(shape)
-
-
-def _layout(be: Backend, node: Node):
-    """LAYOUT asks for a memory order that several contractions share; arrays here are always
-    C-ordered in their logical axis order, so the values pass unchanged (and each CONTRACT
-    copies into the order its GEMM reads, where it differs)."""
-    return lambda x: x
-
-
-def _full(be: Backend, node: Node):
-    shape, dt = node.attrs[0], node.dtype
-    value = full_value(node.attrs)
-
-    def run():
-        out = be.empty(shape, dt)
-        be._fill(out, value)
-        return out
-
-    return run
-
-
-def _eye(be: Backend, node: Node):
-    n, m, k, _ = node.attrs
-    knl = be._kernel(src.eye_source(node.dtype, be.fp64), "eye")
-    size = n * m
-
-    def run():
-        out = be.empty((n, m), node.dtype)
-        if size:
-            be._launch(knl, (size,), None, out.data, np.int64(m), np.int64(k), np.int64(size))
-        return out
-
-    return run
-
-
-_HANDLERS = {
-    Op.CONTRACT: _contract,
-    Op.MATMUL: _matmul,
-    Op.TENSORDOT: _tensordot,
-    Op.EINSUM: _einsum,
-    Op.TRACE: _trace,
-    Op.DIAGONAL: _diagonal,
-    Op.TRANSPOSE: _transpose,
-    Op.BROADCAST: _broadcast,
-    Op.SLICE: _slice,
-    Op.CONCAT: _concat,
-    Op.RESHAPE: _reshape,
-    Op.LAYOUT: _layout,
-    Op.FULL: _full,
-    Op.EYE: _eye,
-}

@@ -1,5 +1,6 @@
-"""OpenCL C source for the OpenCL backend: elementwise programs, strided copies, reductions and
-a tiled GEMM, generated from our own op tables (never from user strings).
+"""OpenCL C source for the OpenCL backend: elementwise programs, strided copies and
+accumulations, reductions and a tiled GEMM, generated from our own op tables (never from user
+strings); and the stride arithmetic that feeds them.
 
 Kernels take shapes and strides at run time (a small ``long`` metadata buffer), so one program
 serves every shape of a given rank and dtype; the backend caches built programs by source.
@@ -51,6 +52,39 @@ BYTES_TYPE = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong", 16: "ulong2"}
 
 def uses_double(dtypes) -> bool:
     return any(np.dtype(d).name in ("float64", "complex128") for d in dtypes)
+
+
+# ---- index arithmetic -------------------------------------------------------------------------
+
+
+def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, n = [], 1
+    for s in reversed(shape):
+        out.append(n)
+        n *= s
+    return tuple(reversed(out))
+
+
+def collapse(sizes: list[int], *strides: list[int]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dims and merge neighbours that are contiguous in every stride list."""
+    keep = [d for d, n in enumerate(sizes) if n != 1]
+    sz = [sizes[d] for d in keep]
+    st = [[s[d] for d in keep] for s in strides]
+    d = len(sz) - 2
+    while d >= 0:
+        if all(s[d] == s[d + 1] * sz[d + 1] for s in st):
+            sz[d] *= sz.pop(d + 1)
+            for s in st:
+                s[d] = s.pop(d + 1)
+        d -= 1
+    return sz, st
+
+
+def broadcast_strides(shape, out_shape) -> list[int]:
+    """Element strides of a C-contiguous array of ``shape`` broadcast to ``out_shape``."""
+    st = c_strides(tuple(shape))
+    lead = len(out_shape) - len(shape)
+    return [0 if d < lead or shape[d - lead] == 1 else st[d - lead] for d in range(len(out_shape))]
 
 
 # ---- helper library -----------------------------------------------------------------------------
@@ -484,6 +518,29 @@ def copy_source(itemsize: int, ndim: int, dst_contiguous: bool) -> str:
             body.append(f"d += i * meta[{2 * ndim + dim}];")
     body.append("dst[d] = src[s];" if not dst_contiguous else "dst[dst_base + o] = src[s];")
     return _kernel(False, "copy", params, body)
+
+
+def accumulate_source(acc_dtype: np.dtype, part_dtype: np.dtype, ndim: int, fp64: bool) -> str:
+    """``acc(dst, part, meta, n, dst_base)``: dst[dst_base + idx . strides] += part[idx] for
+    every index of a shape of ``ndim`` dims (sizes in meta[0:ndim], dst strides after them);
+    ``part`` is contiguous. A slice's part added into its place in the sliced result."""
+    params = [
+        f"__global {STORAGE[acc_dtype.name]} *dst",
+        f"__global const {STORAGE[part_dtype.name]} *part",
+        "__global const long *meta",
+        "const long n",
+        "const long dst_base",
+    ]
+    body = ["const long o = get_global_id(0);", "if (o >= n) return;"]
+    body.append("long d = dst_base, r = o, i;")
+    for dim in reversed(range(ndim)):
+        body.append(f"i = r % meta[{dim}]; r /= meta[{dim}]; d += i * meta[{ndim + dim}];")
+    ct = COMPUTE[acc_dtype.name]
+    body.append(f"const {ct} a = {load(acc_dtype, 'dst', 'd')};")
+    body.append(f"const {ct} p = {cast(load(part_dtype, 'part', 'o'), part_dtype, acc_dtype)};")
+    total = emit(Op.ADD, (), [("a", acc_dtype), ("p", acc_dtype)], acc_dtype)
+    body.append(store(acc_dtype, "dst", "d", total))
+    return _kernel(fp64, "acc", params, body)
 
 
 # ---- reductions ---------------------------------------------------------------------------------
