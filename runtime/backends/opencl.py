@@ -167,7 +167,7 @@ class Backend:
 
     def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> cla.Array:
         out = self.empty(shape, dtype)
-        self._fill(out, 0)
+        self.fill(out, 0)
         return out
 
     # ---- data movement ---------------------------------------------------------------------------
@@ -233,7 +233,7 @@ class Backend:
         self.queue.finish()
 
     # ---- programs and launches -------------------------------------------------------------------
-    def _kernel(self, source: str, name: str) -> Any:
+    def kernel_from_source(self, source: str, name: str) -> Any:
         """A fresh kernel object (one per node) from the program built for ``source``."""
         with self._build_lock:
             prg = self._programs.get(source)
@@ -248,7 +248,7 @@ class Backend:
                 self._programs[source] = prg
         return cl.Kernel(prg, name)
 
-    def _launch(self, kernel: Any, gsize: tuple, lsize: tuple | None, *args: Any) -> None:
+    def launch(self, kernel: Any, gsize: tuple, lsize: tuple | None, *args: Any) -> None:
         queue = self._queue()
         with self._launch_lock:  # setting a kernel's arguments and enqueueing is one step
             kernel(queue, gsize, lsize, *args)
@@ -259,7 +259,7 @@ class Backend:
             self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=host
         )
 
-    def _fill(self, out: cla.Array, value: Any) -> None:
+    def fill(self, out: cla.Array, value: Any) -> None:
         if out.size:
             pattern = np.array(value, dtype=out.dtype)
             cl.enqueue_fill_buffer(self._queue(), out.data, pattern, 0, out.nbytes)
@@ -315,14 +315,14 @@ class Backend:
                 program, list(in_dtypes), modes, np.dtype(out_dtype), step_dts, len(sizes),
                 self.fp64,
             )  # fmt: skip
-        knl = self._kernel(source, "ew")
+        knl = self.kernel_from_source(source, "ew")
         meta = meta if meta is not None else self._meta([])
         count = np.int64(n)
 
         def run(*xs):
             out = self.empty(out_shape, out_dtype)
             if n:
-                self._launch(knl, (n,), None, out.data, *[x.data for x in xs], meta, count)
+                self.launch(knl, (n,), None, out.data, *[x.data for x in xs], meta, count)
             return out
 
         return run
@@ -349,13 +349,13 @@ class Backend:
                     )  # fmt: skip
 
             return run_plain
-        knl = self._kernel(src.copy_source(itemsize, len(sizes), contiguous), "copy")
+        knl = self.kernel_from_source(src.copy_source(itemsize, len(sizes), contiguous), "copy")
         meta = self._meta(sizes + s_st + ([] if contiguous else d_st))
 
         def run(dst, x, src_base=src_base, dst_base=dst_base):
             if n:
                 args = (meta, np.int64(n), np.int64(src_base), np.int64(dst_base))
-                self._launch(knl, (n,), None, dst.data, x.data, *args)
+                self.launch(knl, (n,), None, dst.data, x.data, *args)
 
         return run
 
@@ -378,14 +378,12 @@ class Backend:
         source = src.accumulate_source(
             np.dtype(acc_dtype), np.dtype(part_dtype), len(sizes), self.fp64
         )
-        knl = self._kernel(source, "acc")
+        knl = self.kernel_from_source(source, "acc")
         meta = self._meta(sizes + d_st)
 
         def run(acc, part, base):
             if n:
-                self._launch(
-                    knl, (n,), None, acc.data, part.data, meta, np.int64(n), np.int64(base)
-                )
+                self.launch(knl, (n,), None, acc.data, part.data, meta, np.int64(n), np.int64(base))
 
         return run
 
@@ -411,7 +409,7 @@ class Backend:
             def run_empty(x):
                 out = self.empty(out_shape, out_dtype)
                 if n_out:
-                    self._fill(out, identity)
+                    self.fill(out, identity)
                 return out
 
             return run_empty
@@ -424,13 +422,13 @@ class Backend:
         parts = math.ceil(n_red / chunk)
         stage1_out = out_dtype if parts == 1 else acc
         source = src.reduce_source(in_dtype, acc, stage1_out, how, len(o_sz), len(r_sz), self.fp64)
-        k1 = self._kernel(source, "red")
+        k1 = self.kernel_from_source(source, "red")
         m1 = self._meta(o_sz + o_st + r_sz + r_st)
         a1 = (m1, np.int64(n_out), np.int64(n_red), np.int64(parts), np.int64(chunk))
         a1 += (np.int64(base),)
         if parts > 1:
             source2 = src.reduce_source(acc, acc, out_dtype, how, 1, 1, self.fp64)
-            k2 = self._kernel(source2, "red")
+            k2 = self.kernel_from_source(source2, "red")
             m2 = self._meta([n_out, parts, parts, 1])
             a2 = (m2, np.int64(n_out), np.int64(parts), np.int64(1), np.int64(parts))
             a2 += (np.int64(0),)
@@ -438,11 +436,11 @@ class Backend:
         def run(x):
             out = self.empty(out_shape, out_dtype)
             if parts == 1:
-                self._launch(k1, (n_out,), None, out.data, x.data, *a1)
+                self.launch(k1, (n_out,), None, out.data, x.data, *a1)
                 return out
             partial = self.empty((n_out * parts,), acc)
-            self._launch(k1, (n_out * parts,), None, partial.data, x.data, *a1)
-            self._launch(k2, (n_out,), None, out.data, partial.data, *a2)
+            self.launch(k1, (n_out * parts,), None, partial.data, x.data, *a1)
+            self.launch(k2, (n_out,), None, out.data, partial.data, *a2)
             return out
 
         return run
@@ -483,16 +481,18 @@ class Backend:
 
             return run_clblast
         t = self.tile
-        knl = self._kernel(src.gemm_source(dtype, trans_a, trans_b, t, self.fp64), "gemm")
+        knl = self.kernel_from_source(
+            src.gemm_source(dtype, trans_a, trans_b, t, self.fp64), "gemm"
+        )
         gsize = (math.ceil(n / t) * t, math.ceil(m / t) * t, nb)
         sizes = (np.int64(m), np.int64(n), np.int64(k))
 
         def run(a, b, c):
-            self._launch(knl, gsize, (t, t, 1), a.data, b.data, c.data, *sizes)
+            self.launch(knl, gsize, (t, t, 1), a.data, b.data, c.data, *sizes)
 
         return run
 
-    def _product(self, dtype, nb, m, n, k, trans_a, trans_b, out_shape):
+    def product_kernel(self, dtype, nb, m, n, k, trans_a, trans_b, out_shape):
         """``run(A, B)`` -> a new array of ``out_shape`` holding the batched product."""
         empty = nb * m * n == 0
         gemm = None if empty or k == 0 else self.gemm_kernel(dtype, nb, m, n, k, trans_a, trans_b)
@@ -500,7 +500,7 @@ class Backend:
         def run(a, b):
             c = self.empty((nb, m, n), dtype)
             if gemm is None:
-                self._fill(c, 0)
+                self.fill(c, 0)
             else:
                 gemm(a, b, c)
             return c.reshape(out_shape)

@@ -76,14 +76,14 @@ def _contract(be: Backend, node: Node):
     natural = batch + left + right
     if tuple(out) == batch + right + left and tuple(out) != natural:
         # C^T = op(B)^T op(A)^T: the output comes out in its own order, no copy
-        prod = be._product(dt, nb, nr, nl, nk, not tb, not ta, node.shape)
+        prod = be.product_kernel(dt, nb, nr, nl, nk, not tb, not ta, node.shape)
 
         def run_swapped(x, y):
             return prod(prep_b(y), prep_a(x))
 
         return run_swapped
     c_shape = tuple(sizes[lab] for lab in natural)
-    prod = be._product(dt, nb, nl, nr, nk, bool(ta), bool(tb), c_shape)
+    prod = be.product_kernel(dt, nb, nl, nr, nk, bool(ta), bool(tb), c_shape)
     post = be.permute_kernel(c_shape, dt, [natural.index(lab) for lab in out])
 
     def run(x, y):
@@ -116,7 +116,7 @@ def _matmul(be: Backend, node: Node):
         )
 
     pa, pb = operand(a, ash), operand(b, bsh)
-    prod = be._product(dt, nb, m, n, k, False, False, node.shape)
+    prod = be.product_kernel(dt, nb, m, n, k, False, False, node.shape)
     return lambda x, y: prod(pa(x), pb(y))
 
 
@@ -137,7 +137,7 @@ def _tensordot(be: Backend, node: Node):
 
     pa = operand(a, free_a + list(axes_a))
     pb = operand(b, list(axes_b) + free_b)
-    prod = be._product(dt, 1, m, n, k, False, False, node.shape)
+    prod = be.product_kernel(dt, 1, m, n, k, False, False, node.shape)
     return lambda x, y: prod(pa(x), pb(y))
 
 
@@ -338,7 +338,7 @@ def _full(be: Backend, node: Node):
 
     def run():
         out = be.empty(shape, dt)
-        be._fill(out, value)
+        be.fill(out, value)
         return out
 
     return run
@@ -346,13 +346,13 @@ def _full(be: Backend, node: Node):
 
 def _eye(be: Backend, node: Node):
     n, m, k, _ = node.attrs
-    knl = be._kernel(src.eye_source(node.dtype, be.fp64), "eye")
+    knl = be.kernel_from_source(src.eye_source(node.dtype, be.fp64), "eye")
     size = n * m
 
     def run():
         out = be.empty((n, m), node.dtype)
         if size:
-            be._launch(knl, (size,), None, out.data, np.int64(m), np.int64(k), np.int64(size))
+            be.launch(knl, (size,), None, out.data, np.int64(m), np.int64(k), np.int64(size))
         return out
 
     return run
