@@ -249,6 +249,12 @@ class Backend:
         return cl.Kernel(prg, name)
 
     def launch(self, kernel: Any, gsize: tuple, lsize: tuple | None, *args: Any) -> None:
+        """Enqueue ``kernel`` on the thread's queue. One-dimensional launches are rounded up to
+        a multiple of 64 work-items (every kernel here returns early past its count), so that
+        the driver can pick full work-groups for any count (OpenCL 1.2 needs the global size to
+        be a multiple of the local one)."""
+        if lsize is None and len(gsize) == 1:
+            gsize = (-(-gsize[0] // 64) * 64,)
         queue = self._queue()
         with self._launch_lock:  # setting a kernel's arguments and enqueueing is one step
             kernel(queue, gsize, lsize, *args)
