@@ -11,6 +11,7 @@ The inputs are kept as outputs of that pre-pass, so they survive it (as nodes of
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,23 @@ from tenloom.graph.tensor import Tensor
 from tenloom.passes import run_pipeline
 
 PRE_GRAD = ("canonicalize", "merge_contractions", "prereduce", "cse", "contraction_order")
+
+# gradient node -> the forward outputs it differentiates (the pre-pass graph's), for explain's
+# forward / backward split; weak, so it never keeps a graph alive by itself
+SWEEPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# gradient node -> the networks the pre-pass ordered (equation, operands, flops along the tree)
+SWEEP_NETWORKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _networks(before) -> list[dict]:
+    """The n-ary networks the pre-pass's order search saw (equation, operands)."""
+    from tenloom.graph.dump import einsum_text
+
+    return [
+        {"equation": einsum_text(*n.attrs), "operands": len(n.inputs)}
+        for n in before.order
+        if n.op.value == "einsum" and len(n.inputs) >= 3
+    ]
 
 
 def _as_list(xs: Any) -> tuple[list[Tensor], bool]:
@@ -71,13 +89,24 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
                 f"{fmt_shape(o.shape)}"
             )
     graph = Graph(tuple(api.lift(t, "vjp") for t in (*outs, *ins)))
-    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(opts))
+    seen: dict = {}
+
+    def capture(name, g):
+        if name == "cse":
+            seen["before"] = g
+
+    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(opts), on_pass=capture)
     outs_n = pre.outputs[: len(outs)]
     ins_n = pre.outputs[len(outs) :]
     grads = vjp_nodes(outs_n, ins_n, ct_nodes)
     result = []
     for x, g in zip(ins, grads):
         result.append(Tensor(g) if g is not None else api.zeros(x.shape, x.dtype))
+        if g is not None:
+            SWEEPS[g] = tuple(outs_n)
+            if "nets" not in seen:
+                seen["nets"] = _networks(seen.get("before", graph))
+            SWEEP_NETWORKS[g] = seen["nets"]
     return result[0] if single_in else result
 
 

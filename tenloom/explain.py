@@ -40,6 +40,7 @@ class Report:
     networks: list[Network]
     graph: Graph
     slicing: list[dict] = field(default_factory=list)
+    sweeps: dict | None = None  # forward / backward split when gradients are explained
 
     @property
     def before(self) -> Row:
@@ -68,7 +69,25 @@ class Report:
                     f" {eq}"
                 )
         lines += self._slicing_lines()
+        lines += self._sweep_lines()
         return "\n".join(lines)
+
+    def _sweep_lines(self) -> list[str]:
+        s = self.sweeps
+        if not s:
+            return []
+        f, b = s["forward"], s["backward"]
+        lines = [
+            "",
+            "forward and backward (reverse sweep through the forward contraction trees):",
+            f"  forward : {f['contractions']:>5} pairwise contractions, {_num(f['flops'])} flops",
+            f"  backward: {b['contractions']:>5} pairwise contractions, {_num(b['flops'])} flops"
+            f" ({b['flops'] / max(f['flops'], 1):.2f}x the forward)",
+        ]
+        for n in s["networks"]:
+            eq = n["equation"] if len(n["equation"]) <= 160 else n["equation"][:157] + "..."
+            lines.append(f"  forward network of {n['operands']} operands: {eq}")
+        return lines
 
     def _slicing_lines(self) -> list[str]:
         if not self.slicing:
@@ -148,7 +167,40 @@ def explain(*tensors: Any, **opts: Any) -> Report:
             )
     assert math.isfinite(rows[-1].flops)
     slicing = [slicing_summary(n, opts) for n in final.order if n.op is Op.SLICED]
-    return Report(rows, networks, final, slicing)
+    return Report(rows, networks, final, slicing, _sweeps(graph, final, opts))
+
+
+def _contractions(graph: Graph) -> tuple[int, int]:
+    from tenloom.passes.cost import node_flops
+
+    nodes = [n for n in graph.order if n.op in (Op.CONTRACT, Op.EINSUM, Op.SLICED)]
+    return len(nodes), sum(node_flops(n) for n in nodes)
+
+
+def _sweeps(graph: Graph, final: Graph, opts: dict) -> dict | None:
+    """When some outputs are gradients (tl.grad / tl.vjp): the forward part (the
+    differentiated outputs, optimized alone) and the rest of the graph, the reverse sweep."""
+    from tenloom.autodiff import SWEEP_NETWORKS, SWEEPS
+
+    forward_outs: dict[int, Any] = {}
+    for o in graph.outputs:
+        for f in SWEEPS.get(o, ()):
+            forward_outs[id(f)] = f
+    if not forward_outs:
+        return None
+    fwd_graph = Graph(tuple(forward_outs.values()))
+    fwd_final, _ = run_pipeline(fwd_graph, opts.get("passes"), opts)
+    n_f, flops_f = _contractions(fwd_final)
+    n_all, flops_all = _contractions(final)
+    networks = {}
+    for o in graph.outputs:
+        for net in SWEEP_NETWORKS.get(o, ()):
+            networks[net["equation"]] = net
+    return {
+        "forward": {"contractions": n_f, "flops": flops_f},
+        "backward": {"contractions": max(n_all - n_f, 0), "flops": max(flops_all - flops_f, 0)},
+        "networks": list(networks.values()),
+    }
 
 
 def slicing_summary(node, opts: dict) -> dict:

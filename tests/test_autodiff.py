@@ -254,3 +254,18 @@ def graph_functions(draw):
 @given(graph_functions(), st.sampled_from(["float64", "complex128"]), st.integers(0, 100))
 def test_random_graphs_match_finite_differences(f, dtype, seed):
     check_grads(f, [(3, 3), (3, 3)], dtype=dtype, seed=seed, rtol=1e-5)
+
+
+def test_explain_splits_forward_and_backward_networks():
+    rng = np.random.default_rng(4)
+    mats = [tl.asarray(rng.standard_normal((6, 6))) for _ in range(5)]
+    loss = tl.trace(mats[0] @ mats[1] @ mats[2] @ mats[3] @ mats[4])
+    grads = tl.grad(loss, mats)
+    report = tl.explain(loss, *grads)
+    fwd, bwd = report.sweeps["forward"], report.sweeps["backward"]
+    assert fwd["contractions"] == 4 and fwd["flops"] == tl.explain(loss).after.flops
+    assert 0 < bwd["flops"] <= 3 * fwd["flops"]
+    assert [n["operands"] for n in report.sweeps["networks"]] == [5]
+    text = str(report)
+    assert "forward and backward" in text and "ab,bc,cd,de,ea->" in text
+    assert tl.explain(loss).sweeps is None
