@@ -65,15 +65,18 @@ def sliced_nodes(*tensors):
 
 
 def test_sliced_network_matches_and_stays_within_the_limit():
+    # host memory (tracemalloc): pinned to the CPU whatever device the suite runs on
     arrays, args = lattice(6, 6, 6)
     y = tl.einsum(*args)
-    expected, unsliced_peak = traced_peak(lambda: y.evaluate(optimize="greedy"))
+    expected, unsliced_peak = traced_peak(lambda: y.evaluate(optimize="greedy", device="cpu"))
     limit = unsliced_peak // 4
     report = tl.explain(y, optimize="greedy", memory_limit=limit)
     assert report.slicing and report.slicing[0]["slices"] > 1
     assert "sliced over" in str(report)
-    y.evaluate(optimize="greedy", memory_limit=limit)  # search and compile outside the trace
-    got, peak = traced_peak(lambda: y.evaluate(optimize="greedy", memory_limit=limit))
+    y.evaluate(
+        optimize="greedy", device="cpu", memory_limit=limit
+    )  # search and compile outside the trace
+    got, peak = traced_peak(lambda: y.evaluate(optimize="greedy", device="cpu", memory_limit=limit))
     assert peak <= limit, (peak, limit, unsliced_peak)
     np.testing.assert_allclose(got, expected, rtol=1e-10)
     assert sum(LAST_RUN.slices) == report.slicing[0]["slices"]
@@ -166,14 +169,16 @@ def test_sliced_gradient_equals_unsliced_and_stays_within_the_limit(dtype):
     amp = tl.einsum(*args)
     loss = tl.real(amp * tl.conj(amp)) if np.dtype(dtype).kind == "c" else amp * amp
     grads = tl.grad(loss, tensors, optimize="greedy")
-    tl.evaluate(*grads, optimize="greedy")
-    plain, unsliced_peak = traced_peak(lambda: tl.evaluate(*grads, optimize="greedy"))
+    tl.evaluate(*grads, device="cpu", optimize="greedy")
+    plain, unsliced_peak = traced_peak(lambda: tl.evaluate(*grads, device="cpu", optimize="greedy"))
     limit = unsliced_peak // 3
     grads = tl.grad(loss, tensors, optimize="greedy", memory_limit=limit)
     kinds = {n.attrs[4] is None for n in toposort([g.node for g in grads]) if n.op is Op.SLICED}
     assert kinds == {True, False}  # the forward network and its reverse sweep, both sliced
-    tl.evaluate(*grads, optimize="greedy", memory_limit=limit)
-    got, peak = traced_peak(lambda: tl.evaluate(*grads, optimize="greedy", memory_limit=limit))
+    tl.evaluate(*grads, device="cpu", optimize="greedy", memory_limit=limit)
+    got, peak = traced_peak(
+        lambda: tl.evaluate(*grads, device="cpu", optimize="greedy", memory_limit=limit)
+    )
     assert peak <= limit, (peak, limit, unsliced_peak)
     for g, p in zip(got, plain):
         np.testing.assert_allclose(g, p, rtol=1e-9, atol=1e-12 * np.abs(p).max())
