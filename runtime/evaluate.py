@@ -50,6 +50,7 @@ def check_options(opts: dict[str, Any]) -> None:
 # The device used when evaluate is not given one (tests point it at a GPU to run the corpus
 # there: TENLOOM_TEST_DEVICE=cuda:0).
 DEFAULT_DEVICE = "cpu"
+DEFAULT_THREADS = 1  # threads= when not given (tests run the corpus with 2 too)
 
 
 def device_names(device: Any) -> list[str]:
@@ -213,8 +214,8 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     optimized = hit if hit is not None else optimize_graph(graph, opts, key)
     if limit is not None:
         check_memory_limit(optimized, limit)
-    threads = opts.get("threads", 1)
-    threads = 1 if threads is None else threads
+    threads = opts.get("threads", DEFAULT_THREADS)
+    threads = DEFAULT_THREADS if threads is None else threads
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"evaluate: threads={threads!r} must be a positive int")
     to_host = opts.get("to_host", True)

@@ -54,6 +54,7 @@ PIPELINE_VARIANTS = {
     "full": FULL_PIPELINE,
     **{f"without-{p}": tuple(q for q in FULL_PIPELINE if q != p) for p in FULL_PIPELINE},
     "no-passes": (),
+    "threads-2": FULL_PIPELINE,  # the full pipeline run by the concurrent scheduler, 2 threads
 }
 if os.environ.get("TENLOOM_TEST_PIPELINES"):  # e.g. "full" for a quick run on a GPU
     _wanted = os.environ["TENLOOM_TEST_PIPELINES"].split(",")
@@ -68,8 +69,12 @@ if os.environ.get("TENLOOM_TEST_DEVICE"):  # run the corpus on a device, e.g. cu
 @pytest.fixture(scope="module", params=list(PIPELINE_VARIANTS), ids=list(PIPELINE_VARIANTS))
 def pipeline_variant(request):
     """Run a whole module with DEFAULT_PIPELINE set to one variant."""
+    import tenloom.runtime.evaluate as evaluate_module
+
     _passes.DEFAULT_PIPELINE = PIPELINE_VARIANTS[request.param]
+    evaluate_module.DEFAULT_THREADS = 2 if request.param == "threads-2" else 1
     try:
         yield request.param
     finally:
         _passes.DEFAULT_PIPELINE = FULL_PIPELINE
+        evaluate_module.DEFAULT_THREADS = 1
