@@ -32,6 +32,7 @@ from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph
 
 _CACHE: dict[tuple, tuple] = {}
+_ALTERNATIVES: dict[tuple, tuple] = {}  # other trees the search found (candidates for slicing)
 _CACHE_LOCK = threading.Lock()
 SEARCHES = {"n": 0}  # how many path searches ran (tests check that plans reuse paths)
 
@@ -128,6 +129,11 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
         )
         if quick.contraction_cost() < tree.contraction_cost():
             ssa = tuple(tuple(int(i) for i in p) for p in quick.get_ssa_path())
+            if sig is not None:  # auto's own tree stays a candidate for slicing (narrower)
+                with _CACHE_LOCK:
+                    _ALTERNATIVES[sig] = tuple(
+                        tuple(int(i) for i in p) for p in tree.get_ssa_path()
+                    )
     if sig is not None:
         with _CACHE_LOCK:
             _CACHE[sig] = ssa
@@ -138,6 +144,30 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
                 json.dump({"signature": repr(sig), "ssa_path": ssa}, f)
             os.replace(tmp, path_file)  # atomic: readers see the old file or the new one
     return ssa
+
+
+def alternative_paths(terms, out, sizes, options: dict) -> list[tuple]:
+    """Other trees found for this network by find_path (e.g. cotengra auto's own, narrower
+    than the fewest-flops one kept): worth trying when the network has to be sliced."""
+    _, key = _optimizer(options.get("optimize", "auto"), False)
+    if key is None:
+        return []
+    sig = (tuple(map(tuple, terms)), tuple(out), tuple(sorted(sizes.items())), repr(key))
+    with _CACHE_LOCK:
+        alt = _ALTERNATIVES.get(sig)
+    return [alt] if alt is not None else []
+
+
+def sliced_cost(terms, out, sizes, sliced, path) -> float:
+    """Multiply-adds of all slices of a sliced tree together."""
+    import cotengra as ctg
+
+    tree = ctg.ContractionTree.from_path(
+        [tuple(t) for t in terms], tuple(out), dict(sizes), ssa_path=[tuple(p) for p in path]
+    )
+    for lab, _ in sliced:
+        tree.remove_ind_(lab)
+    return float(tree.contraction_cost())
 
 
 def nested_path(terms, out, sizes, nest) -> list[tuple[int, int]]:
@@ -226,19 +256,24 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
     scalars = [x for x, t in zip(node.inputs, terms) if not t]
     if len(items) <= 1 and not scalars:
         return node
+    tried: list[tuple] = []  # every tree considered: candidates again if slicing is needed
     if len(items) >= 3:
         item_terms = [t for _, t in items]
         path = find_path(item_terms, out, sizes, options)
+        tried.append(path)
         if options.get("optimize", "auto") is not False:
             # the plain left-to-right order is a candidate too: cheap to cost, and on chains
             # (MPS sweeps) it beats what a greedy search finds
             chain = tuple(_left_to_right(len(item_terms)))
+            tried.append(chain)
             if path_cost(item_terms, out, sizes, chain) < path_cost(item_terms, out, sizes, path):
                 path = chain
                 stats["left_to_right_kept"] = stats.get("left_to_right_kept", 0) + 1
         if nest is not None and options.get("optimize", "auto") is not False:
             keep = {k: i for i, k in enumerate(k for k, t in enumerate(terms) if t)}
             user = nested_path(item_terms, out, sizes, _items_nest(nest, keep))
+            if len(user) == len(item_terms) - 1:
+                tried.append(tuple(user))
             if len(user) == len(item_terms) - 1 and path_cost(
                 item_terms, out, sizes, user
             ) < path_cost(item_terms, out, sizes, path):
@@ -253,19 +288,31 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
 
         item_terms = [t for _, t in items]
         itemsize = np.result_type(*[x.dtype for x, _ in items]).itemsize
-        found = slice_to_fit(
-            item_terms,
-            out,
-            sizes,
-            path,
-            itemsize,
-            parse_bytes(limit),
-            options.get("progress", False),
-            options.get("reverse_sweep", False),  # tl.grad: slices must hold the reverse sweep
-            options.get("threads") or 1,  # threads share the memory: their slices must fit at once
-        )
-        if found is not None:
-            sliced, path = found
+        best = None
+        # the fewest-flops tree may be too wide to slice well: the search's other trees and the
+        # left-to-right order are sliced too, and the fewest flops over all slices wins
+        starts = [path, *tried, *alternative_paths(item_terms, out, sizes, options)]
+        for start in dict.fromkeys(starts):
+            found = slice_to_fit(
+                item_terms,
+                out,
+                sizes,
+                start,
+                itemsize,
+                parse_bytes(limit),
+                options.get("progress", False),
+                options.get("reverse_sweep", False),  # tl.grad: room for the reverse sweep
+                options.get("threads") or 1,  # threads share the memory: slices fit at once
+            )
+            if found is None:  # the fewest-flops tree fits unsliced
+                if start is path:
+                    break
+                continue
+            cost = sliced_cost(item_terms, out, sizes, *found)
+            if best is None or cost < best[0]:
+                best = (cost, found)
+        if best is not None:
+            sliced, path = best[1]
     if sliced:
         attrs = (tuple(item_terms), tuple(out), sliced, path, None)
         res, t = make_node(Op.SLICED, tuple(x for x, _ in items), attrs), tuple(out)

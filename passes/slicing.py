@@ -85,6 +85,8 @@ def slice_to_fit(
         itemsize,
         limit,
         reverse,
+        workers,
+        tuple(map(tuple, path)),  # slicing starts from this tree
     )
     with _LOCK:
         if key in _CACHE:
