@@ -50,6 +50,8 @@ def best(fn, repeat: int) -> float:
 
 def main(argv=None) -> int:
     import tenloom as tl
+    from tenloom.passes.slicing import parse_bytes
+    from tenloom.runtime.sliced import LAST_RUN
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=6)
@@ -70,10 +72,31 @@ def main(argv=None) -> int:
     )
     unsliced = best(lambda: y.evaluate(optimize="greedy"), args.repeat)
     one = best(lambda: y.evaluate(threads=1, **opts), args.repeat)
+    slices1 = sum(LAST_RUN.slices)
     two = best(lambda: y.evaluate(threads=2, **opts), args.repeat)
-    rows = {"unsliced_seconds": unsliced, "threads1_seconds": one, "threads2_seconds": two}
-    print(f"unsliced {unsliced:.3f} s; sliced, 1 thread {one:.3f} s; 2 threads {two:.3f} s")
-    print(f"  2 threads / 1 thread = {two / one:.3f} (speed-up {one / two:.2f}x)")
+    slices2 = sum(LAST_RUN.slices)
+    # the same slicing on 2 threads: each thread's slice and accumulator get the 1-thread limit
+    same = {"optimize": "greedy", "memory_limit": 2 * parse_bytes(args.limit)}
+    two_same = best(lambda: y.evaluate(threads=2, **same), args.repeat)
+    slices_same = sum(LAST_RUN.slices)
+    rows = {
+        "unsliced_seconds": unsliced,
+        "threads1_seconds": one,
+        "threads1_slices": slices1,
+        "threads2_seconds": two,
+        "threads2_slices": slices2,
+        "threads2_same_slicing_seconds": two_same,
+        "threads2_same_slicing_slices": slices_same,
+    }
+    print(f"unsliced {unsliced:.3f} s; sliced, 1 thread {one:.3f} s ({slices1} slices)")
+    print(
+        f"  2 threads, same limit: {two:.3f} s ({slices2} slices: each thread's slice must fit "
+        f"half the limit); 2 threads / 1 thread = {two / one:.3f}"
+    )
+    print(
+        f"  2 threads, same slicing (limit x2): {two_same:.3f} s ({slices_same} slices); "
+        f"2 threads / 1 thread = {two_same / one:.3f}"
+    )
     try:
         from distributed import Client, LocalCluster
     except ImportError:

@@ -107,7 +107,7 @@ def slice_to_fit(
 
         bar = tqdm(desc="slicing", unit="step", leave=False)
     result = peak = fallback = None
-    extra = 0
+    extra, fallback_cost = 0, 0.0
     for step in range(64):
         if tree.max_size() <= 1:
             break
@@ -121,8 +121,13 @@ def slice_to_fit(
             bar.update()
         if peak + out_bytes <= limit and fallback is None:
             fallback, extra = (sliced, new_path), 0
+            fallback_cost = float(tree.contraction_cost())
         if peak + out_bytes <= per_worker:
-            result = (sliced, new_path)
+            # finer slices for several workers pay off only when the extra work (and smaller
+            # GEMMs) is clearly beaten by running them side by side; else one worker, coarser
+            cost = float(tree.contraction_cost())
+            if fallback is None or cost / max(workers, 1) <= 0.7 * fallback_cost:
+                result = (sliced, new_path)
             break
         if fallback is not None:
             extra += 1  # slicing finer for parallel room: a few doublings at most
