@@ -150,7 +150,12 @@ def _contract_infer(inputs, attrs):
     for lab, n in zip(b_labels, b.shape):
         if sizes.setdefault(lab, n) != n:
             raise ShapeError(f"contract: label {lab} has sizes {sizes[lab]} and {n}")
-    if sorted(batch + left + right) != sorted(out) or len(a.shape) != len(a_labels):
+    if len(a.shape) != len(a_labels) or len(b.shape) != len(b_labels):
+        raise ShapeError(
+            f"contract: labels {a_labels} and {b_labels} for operands of shapes "
+            f"{fmt_shape(a.shape)} and {fmt_shape(b.shape)}"
+        )
+    if sorted(batch + left + right) != sorted(out):
         raise ShapeError("contract: grouping does not match the labels")
     return tuple(sizes[lab] for lab in out), result_dtype("contract", inputs)
 

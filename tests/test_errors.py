@@ -404,3 +404,16 @@ def test_shapes_formatted_as_python_tuples():
         A(7) + A(2, 3)
     msg = str(info.value)
     assert "(7,)" in msg and "(2, 3)" in msg, msg
+
+
+def test_contract_node_checks_both_operands_labels():
+    from tenloom.graph.node import make_node
+    from tenloom.graph.ops import Op
+
+    a = tl.asarray(np.ones((3, 4))).node
+    b = tl.asarray(np.ones((4, 5, 2))).node
+    good = ((0, 1), (1, 2, 3), (0, 2, 3), (), (0,), (1,), (2, 3))
+    assert make_node(Op.CONTRACT, (a, b), good).shape == (3, 5, 2)
+    bad = ((0, 1), (1, 2), (0, 2), (), (0,), (1,), (2,))  # two labels for a 3-axis operand
+    with pytest.raises(tl.ShapeError, match=r"operands of shapes \(3, 4\) and \(4, 5, 2\)"):
+        make_node(Op.CONTRACT, (a, b), bad)
