@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import string
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -43,6 +42,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op
 from tenloom.graph.ops_elementwise import SYMBOL
 from tenloom.graph.ops_leaf import full_value
+from tenloom.graph.ops_sliced import path_steps
 from tenloom.graph.traverse import consumers, toposort
 
 # op -> fn(node, names) -> list of continuation lines (without the "    | " gutter)
@@ -191,18 +191,13 @@ def sliced_lines(node: Node, names: dict[int, str]) -> list[str]:
     which = ", ".join(f"{text((lab,))} ({size})" for lab, size in sliced) or "no index"
     steps = f"{len(path)} pairwise contraction{'s' if len(path) != 1 else ''}"
     lines.append(f"sliced over {which}: {count} slices, each running {steps}")
-    live = [(f"in{k}", tuple(lab for lab in t if lab not in cut)) for k, t in enumerate(terms)]
+    inner = [tuple(lab for lab in t if lab not in cut) for t in terms]
     inner_out = tuple(lab for lab in out if lab not in cut)
-    needed = Counter(lab for _, t in live for lab in t) + Counter(inner_out)
-    for j, (a, b) in enumerate(path):
-        (na, ta), (nb, tb) = live[a], live[b]
-        needed -= Counter(ta) + Counter(tb)
-        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in inner_out))
-        if j == len(path) - 1 and set(keep) == set(inner_out):
-            keep = inner_out
-        needed += Counter(keep)
-        lines.append(f"  s{j} = contract[{_subscripts(text, (ta, tb), keep)}] {na} {nb}")
-        live.append((f"s{j}", keep))
+    names = [f"in{k}" for k in range(len(terms))]
+    for j, (a, b, ta, tb, keep) in enumerate(path_steps(inner, inner_out, path)):
+        subscripts = _subscripts(text, (ta, tb), keep)
+        lines.append(f"  s{j} = contract[{subscripts}] {names[a]} {names[b]}")
+        names.append(f"s{j}")
     if wrt is not None:
         ops = ", ".join(f"in{k}" for k in wrt)
         lines.append(

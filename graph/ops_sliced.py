@@ -34,6 +34,25 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind, as_array, register_op, register_vjp
 
 
+def path_steps(terms, out, path) -> list[tuple]:
+    """Each pairwise step of an SSA ``path`` over operands labelled ``terms``: (i, j, labels of
+    i, labels of j, labels kept). A step keeps only the labels still needed later or in
+    ``out``; the last step keeps ``out``'s order when it holds exactly those labels."""
+    live = [tuple(t) for t in terms]
+    needed = Counter(lab for t in live for lab in t) + Counter(out)
+    steps = []
+    for step, (i, j) in enumerate(path):
+        ta, tb = live[i], live[j]
+        needed -= Counter(ta) + Counter(tb)
+        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in out))
+        if step == len(path) - 1 and set(keep) == set(out):
+            keep = tuple(out)
+        needed += Counter(keep)
+        live.append(keep)
+        steps.append((i, j, ta, tb, keep))
+    return steps
+
+
 def pairwise_network(nodes, terms, out, path):
     """Pairwise EINSUM nodes contracting ``nodes`` (labelled ``terms``) along the SSA ``path``
     into ``out``; each intermediate keeps only the labels still needed later. Returns the
@@ -41,15 +60,8 @@ def pairwise_network(nodes, terms, out, path):
     from tenloom.graph.einsum import einsum_node
 
     live = [(x, tuple(t)) for x, t in zip(nodes, terms)]
-    needed = Counter(lab for _, t in live for lab in t) + Counter(out)
-    for step, (i, j) in enumerate(path):
-        (xa, ta), (xb, tb) = live[i], live[j]
-        needed -= Counter(ta) + Counter(tb)
-        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in out))
-        if step == len(path) - 1 and set(keep) == set(out):
-            keep = tuple(out)
-        needed += Counter(keep)
-        live.append((einsum_node([xa, xb], [ta, tb], keep), keep))
+    for i, j, ta, tb, keep in path_steps(terms, out, path):
+        live.append((einsum_node([live[i][0], live[j][0]], [ta, tb], keep), keep))
     res, t = live[-1]
     if t != tuple(out):
         res = einsum_node([res], [t], out)
@@ -132,26 +144,21 @@ def slice_peak_bytes(attrs: tuple, shapes, itemsize: int, reverse: bool | None =
     cut = {lab for lab, _ in sliced}
     sizes = label_sizes(shapes, terms)
     inner = [tuple(lab for lab in t if lab not in cut) for t in terms]
+    inner_out = tuple(lab for lab in out if lab not in cut)
     size = lambda t: math.prod(sizes[lab] for lab in t)
-    live_terms = list(inner)
-    is_inter = [False] * len(inner)
-    needed = Counter(lab for t in inner for lab in t) + Counter(out)
+    n = len(inner)
+    kept: list[tuple] = []  # the intermediates' labels, by SSA id - n
     live = peak = total = biggest = 0
-    for i, j in path:
-        ta, tb = live_terms[i], live_terms[j]
-        needed -= Counter(ta) + Counter(tb)
-        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in out))
-        needed += Counter(keep)
+    for i, j, ta, tb, keep in path_steps(inner, inner_out, path):
         new = size(keep)
         peak = max(peak, live + 2 * new + size(ta) + size(tb))
         total += new
         biggest = max(biggest, new, size(ta), size(tb))
         live += new
         for k in (i, j):
-            if is_inter[k]:
-                live -= size(live_terms[k])
-        live_terms.append(keep)
-        is_inter.append(True)
+            if k >= n:  # an intermediate, freed once consumed
+                live -= size(kept[k - n])
+        kept.append(keep)
     if reverse:
         peak = max(peak, total + 4 * biggest)
     return peak * itemsize
