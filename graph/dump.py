@@ -43,7 +43,14 @@ from tenloom.graph.ops import OPS, Op
 from tenloom.graph.ops_elementwise import SYMBOL
 from tenloom.graph.ops_leaf import full_value
 from tenloom.graph.ops_sliced import path_steps
-from tenloom.graph.traverse import consumers, toposort
+from tenloom.graph.traverse import toposort
+from tenloom.graph.trees import (
+    contraction_trees,
+    is_pairwise,
+    out_labels,
+    slot_labels,
+    tree_labels,
+)
 
 # op -> fn(node, names) -> list of continuation lines (without the "    | " gutter)
 DETAIL_FORMATTERS: dict[Op, Callable[[Node, dict[int, str]], list[str]]] = {}
@@ -210,50 +217,6 @@ def sliced_lines(node: Node, names: dict[int, str]) -> list[str]:
 # ---- contraction trees -----------------------------------------------------------------------
 
 
-def _pairwise(node: Node) -> bool:
-    return node.op is Op.CONTRACT or (node.op is Op.EINSUM and len(node.inputs) == 2)
-
-
-def _slot_labels(node: Node, slot: int) -> tuple:
-    return node.attrs[slot] if node.op is Op.CONTRACT else node.attrs[0][slot]
-
-
-def _out_labels(node: Node) -> tuple:
-    return node.attrs[2] if node.op is Op.CONTRACT else node.attrs[1]
-
-
-def _trees(order: list[Node], outputs: Sequence[Node]) -> list[list[Node]]:
-    """The pairwise contractions of the graph grouped into trees, each listed root first with
-    parents before their children. A pairwise contraction joins its consumer's tree when that
-    consumer is pairwise, reads it once, reads it with distinct labels (so the child's output
-    indices map one to one onto the consumer's), and it is not a graph output."""
-    uses = consumers(order)
-    outs = {id(o) for o in outputs}
-    inner: set[int] = set()
-    for node in order:
-        if _pairwise(node):
-            for slot, x in enumerate(node.inputs):
-                labels = _slot_labels(node, slot)
-                if (
-                    _pairwise(x)
-                    and uses[id(x)] == 1
-                    and id(x) not in outs
-                    and len(set(labels)) == len(labels)
-                ):
-                    inner.add(id(x))
-    trees = []
-    for root in order:
-        if not _pairwise(root) or id(root) in inner:
-            continue
-        members, stack = [], [root]
-        while stack:
-            node = stack.pop()
-            members.append(node)
-            stack.extend(x for x in node.inputs if id(x) in inner)
-        trees.append(members)
-    return trees
-
-
 def _tree_text(
     tree: list[Node], index: dict[int, int], names: dict[int, str]
 ) -> tuple[dict[int, str], list[str]]:
@@ -264,29 +227,14 @@ def _tree_text(
     for the first time (those a contraction sums over) are new. Letters then go by first
     appearance reading the nodes in dump order, operands before outputs."""
     members = {id(n) for n in tree}
-    maps: dict[int, dict[int, int]] = {}
-    fresh = 0
+    maps = tree_labels(tree)
     root = tree[0]
-    maps[id(root)] = {}
-    for lab in _out_labels(root):
-        maps[id(root)][lab] = fresh
-        fresh += 1
-    for node in tree:  # parents before children
-        m = maps[id(node)]
-        for slot, x in enumerate(node.inputs):
-            labels = _slot_labels(node, slot)
-            for lab in labels:
-                if lab not in m:
-                    m[lab] = fresh
-                    fresh += 1
-            if id(x) in members:
-                maps[id(x)] = dict(zip(_out_labels(x), (m[lab] for lab in labels)))
     by_order = sorted(tree, key=lambda n: index[id(n)])
 
     def terms(node: Node) -> tuple[tuple, tuple, tuple]:
         m = maps[id(node)]
-        a, b = (tuple(m[lab] for lab in _slot_labels(node, s)) for s in (0, 1))
-        return a, b, tuple(m[lab] for lab in _out_labels(node))
+        a, b = (tuple(m[lab] for lab in slot_labels(node, s)) for s in (0, 1))
+        return a, b, tuple(m[lab] for lab in out_labels(node))
 
     leaves = [
         (x, t)
@@ -328,9 +276,9 @@ def dump_nodes(outputs: Iterable[Node], title: str | None = None, sources: bool 
     names = {id(node): f"%{k}" for k, node in enumerate(order)}
     tree_attrs: dict[int, str] = {}
     tree_lines: dict[int, list[str]] = {}
-    if any(_pairwise(n) for n in order):
+    if any(is_pairwise(n) for n in order):
         index = {id(node): k for k, node in enumerate(order)}
-        for tree in _trees(order, outputs):
+        for tree in contraction_trees(order, outputs):
             attrs, extra = _tree_text(tree, index, names)
             tree_attrs.update(attrs)
             if extra:

@@ -19,7 +19,6 @@ renders to the same formats.
 
 from __future__ import annotations
 
-import itertools
 import os
 import string
 from collections.abc import Callable, Iterable
@@ -32,7 +31,8 @@ from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
 from tenloom.graph.ops_sliced import inner_for, n_slices
-from tenloom.graph.traverse import consumers
+from tenloom.graph.trees import contraction_trees as _trees_of
+from tenloom.graph.trees import is_pairwise, out_labels, slot_labels, tree_labels
 from tenloom.passes.cost import node_flops
 
 # Drawings past this many DOT nodes are refused: dot's layout time grows fast and the picture
@@ -347,70 +347,10 @@ def _draw_fused(
 # ---- the contraction-tree view -------------------------------------------------------------
 
 
-def _pairwise(node: Node) -> bool:
-    return node.op is Op.CONTRACT or (node.op is Op.EINSUM and len(node.inputs) == 2)
-
-
-def _slot_labels(node: Node, slot: int) -> tuple:
-    """The labels of the operand in ``slot`` of a pairwise contraction, in its axis order."""
-    return node.attrs[slot] if node.op is Op.CONTRACT else node.attrs[0][slot]
-
-
-def _out_labels(node: Node) -> tuple:
-    return node.attrs[2] if node.op is Op.CONTRACT else node.attrs[1]
-
-
 def contraction_trees(graph: Graph) -> list[list[Node]]:
-    """The pairwise contractions of ``graph`` grouped into trees, each listed root first.
-
-    A pairwise contraction whose only consumer is another pairwise contraction belongs to that
-    contraction's tree; any other is the root of a tree of its own.
-    """
-    order = graph.order
-    uses = consumers(order)
-    outputs = {id(o) for o in graph.outputs}
-    inner: set[int] = set()
-    for node in order:
-        if _pairwise(node):
-            for x in node.inputs:
-                if _pairwise(x) and uses[id(x)] == 1 and id(x) not in outputs:
-                    inner.add(id(x))
-    trees = []
-    for root in reversed(order):
-        if not _pairwise(root) or id(root) in inner:
-            continue
-        members, stack = [], [root]
-        while stack:
-            node = stack.pop()
-            members.append(node)
-            stack.extend(x for x in node.inputs if id(x) in inner)
-        trees.append(members)
-    return trees
-
-
-def tree_labels(tree: list[Node]) -> dict[int, dict[int, int]]:
-    """id(node) -> {the node's own label: the tree's label} for every node of a tree.
-
-    Each pairwise contraction numbers its labels on its own (einsum normalizes them to 0..k-1),
-    so the same index has different numbers in different nodes. Walking from the root, a
-    child's output axes are the axes its parent reads in that slot; labels met for the first
-    time (the ones a contraction sums over) get new numbers. The root's output is 0, 1, ...
-    """
-    maps: dict[int, dict[int, int]] = {}
-    members = {id(n) for n in tree}
-    fresh = itertools.count()
-    root = tree[0]
-    maps[id(root)] = {lab: next(fresh) for lab in dict.fromkeys(_out_labels(root))}
-    for node in tree:  # parents come before their children
-        m = maps[id(node)]
-        for slot, x in enumerate(node.inputs):
-            for lab in _slot_labels(node, slot):
-                if lab not in m:
-                    m[lab] = next(fresh)
-            if id(x) in members:
-                parent_labels = [m[lab] for lab in _slot_labels(node, slot)]
-                maps[id(x)] = dict(zip(_out_labels(x), parent_labels))
-    return maps
+    """The pairwise contractions of ``graph`` grouped into trees (graph/trees.py), each listed
+    root first, the last root first."""
+    return _trees_of(graph.order, graph.outputs)[::-1]
 
 
 def _label_text(count: int) -> Callable[[Iterable[int]], str]:
@@ -457,7 +397,7 @@ def _trees(graph: Graph) -> list[_Tree]:
             continue
         inner = inner_for(node)
         k = index[id(node)]
-        steps = (n for n in inner.graph.order if _pairwise(n))
+        steps = (n for n in inner.graph.order if is_pairwise(n))
         sub_index = {id(n): j for j, n in enumerate(steps)}  # %k.j: step j of network %k
         leaf_of = {id(ph): x for ph, x in zip(inner.leaves, node.inputs)}
         sizes = ", ".join(str(size) for _, size in node.attrs[2])
@@ -502,7 +442,7 @@ def _draw_tree(
     def labels(node: Node, slot: int) -> str:
         """Text of the labels of ``node``'s operand in ``slot`` (2: its output)."""
         m = maps[id(node)]
-        own = _out_labels(node) if slot == 2 else _slot_labels(node, slot)
+        own = out_labels(node) if slot == 2 else slot_labels(node, slot)
         return text(m[lab] for lab in own)
 
     n_leaf = 0
