@@ -39,8 +39,9 @@ from typing import Any
 
 import numpy as np
 from tenloom.graph.node import Node
-from tenloom.graph.ops import OPS, Op
+from tenloom.graph.ops import Op
 from tenloom.graph.ops_elementwise import SYMBOL
+from tenloom.graph.ops_fused import program_steps
 from tenloom.graph.ops_leaf import full_value
 from tenloom.graph.ops_sliced import path_steps
 from tenloom.graph.traverse import toposort
@@ -129,32 +130,12 @@ def _typed(x: Any) -> str:
 # ---- fused regions ---------------------------------------------------------------------------
 
 
-class _Step:
-    """One step of a fused program with the shape and dtype its op's inference rule gives."""
-
-    __slots__ = ("op", "attrs", "shape", "dtype")
-
-    def __init__(self, op: Op, attrs: tuple, shape: tuple, dtype: np.dtype) -> None:
-        self.op, self.attrs, self.shape, self.dtype = op, attrs, shape, dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-
 def fused_lines(node: Node, names: dict[int, str]) -> list[str]:
     """``v{j} = op[attrs] args : dtype(shape)`` for each step of a FUSED node's program."""
     lines: list[str] = []
-    steps: list[_Step] = []
-    for j, (op, attrs, args) in enumerate(node.attrs[0]):
-        xs = [node.inputs[i] if kind == "in" else steps[i] for kind, i in args]
-        shape, dtype = OPS[op].infer(xs, attrs)
-        step = _Step(op, attrs, tuple(shape), np.dtype(dtype))
-        steps.append(step)
+    program = node.attrs[0]
+    steps = program_steps(program, node.inputs)
+    for j, ((op, _, args), step) in enumerate(zip(program, steps)):
         text = " ".join(f"in{i}" if kind == "in" else f"v{i}" for kind, i in args)
         lines.append(f"v{j} = {op.value}{_attrs_text(step)} {text} : {_typed(step)}")
     return lines

@@ -8,13 +8,13 @@ groups) and, for FUSED nodes, whose rule trusts its attrs entirely, the whole pr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
+from tenloom.graph.ops_fused import StepValue
 from tenloom.graph.ops_movement import as_slice
 from tenloom.graph.serialize_values import DTYPE_STRS, NODE_DTYPES, BadFormat, short
 
@@ -248,24 +248,6 @@ for _op, _d in OPS.items():
         CHECKS[_op] = _check_none
 
 
-class _Aval:
-    """Shape and dtype of a value inside a FUSED program (what infer rules read), plus the
-    step's op, operands and attrs for the caller's ``fused_check``."""
-
-    __slots__ = ("op", "inputs", "attrs", "shape", "dtype")
-
-    def __init__(self, op, inputs, attrs, shape, dtype):
-        self.op, self.inputs, self.attrs, self.shape, self.dtype = op, inputs, attrs, shape, dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-
 def check_inferred(shape: Any, dtype: Any, what: str) -> None:
     if type(shape) is not tuple or any(type(d) is not int or d < 0 for d in shape):
         raise BadFormat(
@@ -289,7 +271,7 @@ def check_fused(ins: Sequence[Node], at: tuple, fused_check: Callable | None) ->
     dt = _dtype_str(dt)
     if type(program) is not tuple or not program or len(program) > MAX_FUSED_STEPS:
         raise BadFormat(f"fused program must be a tuple of 1 to {MAX_FUSED_STEPS} steps")
-    steps: list[_Aval] = []
+    steps: list[StepValue] = []
     used: set[int] = set()
     for j, step in enumerate(program):
         if type(step) is not tuple or len(step) != 3:
@@ -319,7 +301,7 @@ def check_fused(ins: Sequence[Node], at: tuple, fused_check: Callable | None) ->
         except Exception as e:
             raise BadFormat(f"fused step {j} ({op.value}): {e}") from None
         check_inferred(s_shape, s_dtype, f"fused step {j} ({op.value})")
-        view = _Aval(op, operands, attrs, s_shape, s_dtype)
+        view = StepValue(op, operands, attrs, s_shape, s_dtype)
         if fused_check is not None and not fused_check(view):
             raise BadFormat(
                 f"fused step {j}: {op.value} on {[o.dtype.name for o in operands]} is not fusable"

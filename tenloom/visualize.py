@@ -30,6 +30,7 @@ from tenloom.graph.errors import TenloomError
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
+from tenloom.graph.ops_fused import program_steps
 from tenloom.graph.ops_sliced import inner_for, n_slices
 from tenloom.graph.trees import contraction_trees as _trees_of
 from tenloom.graph.trees import is_pairwise, out_labels, slot_labels, tree_labels
@@ -228,40 +229,6 @@ class _Palette:
 # ---- the graph view ------------------------------------------------------------------------
 
 
-class _Value:
-    """Shape and dtype of one step of a fused program, as the ops' inference rules see it."""
-
-    __slots__ = ("op", "attrs", "shape", "dtype")
-
-    def __init__(self, op: Op, attrs: tuple, shape: tuple, dtype: Any) -> None:
-        self.op, self.attrs, self.shape, self.dtype = op, attrs, shape, dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
-
-def _steps(node: Node) -> list[_Value]:
-    """The steps of a FUSED node's program with their shapes and dtypes."""
-    vals: list[_Value] = []
-    for op, attrs, args in node.attrs[0]:
-        xs = [node.inputs[i] if kind == "in" else vals[i] for kind, i in args]
-        shape, dtype = OPS[op].infer(xs, attrs)
-        vals.append(_Value(op, attrs, shape, dtype))
-    return vals
-
-
 def _count(graphs: list[tuple[str, Graph]]) -> int:
     """DOT nodes a graph view draws: one per graph node plus one per fused step."""
     return sum(
@@ -310,7 +277,7 @@ def _draw_fused(
 ) -> None:
     """A FUSED node as a cluster: one small node per program step, reading the region's inputs
     (edges from the producers) and earlier steps; the last step feeds the FUSED node itself."""
-    steps = _steps(node)
+    steps = program_steps(node.attrs[0], node.inputs)
     outside: list[tuple[str, str, str]] = []
     with dot.subgraph(name=f"cluster_{prefix}fused{k}") as c:
         c.attr(
