@@ -26,29 +26,13 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op
 from tenloom.graph.ops_contract import contract_kernel
 from tenloom.graph.ops_leaf import full_value
+from tenloom.passes.fuse_elementwise import TEMPLATES
 
-# op -> C expression; {0}.. are operand expressions (same operand set as the numexpr templates)
+# op -> C expression: the numexpr templates of the fusion pass (the same operand set), with
+# C spellings where the two languages differ
 C_TEMPLATES: dict[Op, str] = {
-    Op.ADD: "({0} + {1})",
-    Op.SUB: "({0} - {1})",
-    Op.MUL: "({0} * {1})",
-    Op.DIV: "({0} / {1})",
+    **TEMPLATES,
     Op.POW: "pow({0}, {1})",
-    Op.NEG: "(-{0})",
-    Op.ABS: "abs({0})",
-    Op.EXP: "exp({0})",
-    Op.LOG: "log({0})",
-    Op.SQRT: "sqrt({0})",
-    Op.SIN: "sin({0})",
-    Op.COS: "cos({0})",
-    Op.TANH: "tanh({0})",
-    Op.CONJ: "conj({0})",
-    Op.EQ: "({0} == {1})",
-    Op.NE: "({0} != {1})",
-    Op.LT: "({0} < {1})",
-    Op.LE: "({0} <= {1})",
-    Op.GT: "({0} > {1})",
-    Op.GE: "({0} >= {1})",
     Op.AND: "({0} && {1})",
     Op.OR: "({0} || {1})",
     Op.INVERT: "(!{0})",
