@@ -115,7 +115,7 @@ def _where(node, y, xs, g):
     )
 
 
-def _expand_reduced(g: Tensor, node) -> Tensor:
+def expand_reduced(g: Tensor, node) -> Tensor:
     """``g`` with the reduced axes put back (size 1), ready to broadcast to the input."""
     axes, keepdims = node.attrs
     if keepdims:
@@ -127,20 +127,20 @@ def _expand_reduced(g: Tensor, node) -> Tensor:
 
 
 def _sum(node, y, xs, g):
-    return (T.broadcast_to(_expand_reduced(g, node), xs[0].shape),)
+    return (T.broadcast_to(expand_reduced(g, node), xs[0].shape),)
 
 
 def _prod(node, y, xs, g):
-    gy = _expand_reduced(g * cj(y), node)
+    gy = expand_reduced(g * cj(y), node)
     return (T.broadcast_to(gy, xs[0].shape) / cj(xs[0]),)
 
 
 def _extreme(node, y, xs, g):
     (x,) = xs
-    yb = _expand_reduced(y, node)
+    yb = expand_reduced(y, node)
     mask = T.astype(x == yb, g.dtype)
     count = T.sum(mask, node.attrs[0], keepdims=True)
-    return (mask * _expand_reduced(g, node) / count,)
+    return (mask * expand_reduced(g, node) / count,)
 
 
 def _reshape(node, y, xs, g):

@@ -35,6 +35,7 @@ from tenloom.graph import (  # noqa: F401  (the ops must be defined before rules
     ops_sliced,
 )
 from tenloom.graph.autodiff import tangent_of
+from tenloom.graph.autodiff_rules import expand_reduced
 from tenloom.graph.errors import DTypeError
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op, register_jvp
@@ -158,17 +159,6 @@ def _where(node, y, xs, ts):
 # ---- reductions ------------------------------------------------------------------------------
 
 
-def _expand_reduced(v: Tensor, node: Node) -> Tensor:
-    """``v`` (shaped like the reduction's output) with the reduced axes back as size 1."""
-    axes, keepdims = node.attrs
-    if keepdims:
-        return v
-    shape = list(node.inputs[0].shape)
-    for a in axes:
-        shape[a] = 1
-    return T.reshape(v, tuple(shape))
-
-
 def _prod(node, y, xs, ts):
     axes, keepdims = node.attrs
     return T.sum(ts[0] / xs[0], axes, keepdims=keepdims) * y
@@ -177,7 +167,7 @@ def _prod(node, y, xs, ts):
 def _extreme(node, y, xs, ts):
     (x,), (t,) = xs, ts
     axes, keepdims = node.attrs
-    mask = T.astype(x == _expand_reduced(y, node), t.dtype)
+    mask = T.astype(x == expand_reduced(y, node), t.dtype)
     count = T.sum(mask, axes, keepdims=keepdims)
     return T.sum(mask * t, axes, keepdims=keepdims) / count
 
