@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 import tenloom as tl
+from tenloom.demo import median_time
 from tenloom.graph.ops import Op
 from tenloom.passes import DEFAULT_PIPELINE
 
@@ -229,15 +230,6 @@ def run_overhead(
 # ---- the other quick comparisons -------------------------------------------------------------
 
 
-def _median(fn: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def mps_mpo_vs_numpy(repeats: int = 5) -> dict[str, float]:
     """The demo's workload (L=40, chi=32), evaluated, against the NumPy sweep."""
     from tenloom.demo import expectation_lazy, expectation_numpy, make_workload
@@ -247,8 +239,8 @@ def mps_mpo_vs_numpy(repeats: int = 5) -> dict[str, float]:
     ours = value.evaluate()  # optimizes once; later calls hit the cache
     ref = expectation_numpy(mps, mpo)
     np.testing.assert_allclose(ours, ref, rtol=1e-9)
-    t_ours = _median(value.evaluate, repeats)
-    t_np = _median(lambda: expectation_numpy(mps, mpo), repeats)
+    t_ours = median_time(value.evaluate, repeats)
+    t_np = median_time(lambda: expectation_numpy(mps, mpo), repeats)
     return {"tenloom_ms": t_ours * 1e3, "numpy_ms": t_np * 1e3}
 
 
@@ -266,8 +258,8 @@ def elementwise_vs_numpy(repeats: int = 5, ops: int = 200, size: int = 100_000):
     plan = tl.compile([chain(x, tl.sin)], inputs=[x])
     (ours,) = plan(arr)
     np.testing.assert_allclose(ours, chain(arr, np.sin), rtol=1e-9, atol=1e-12)
-    t_ours = _median(lambda: plan(arr), repeats)
-    t_np = _median(lambda: chain(arr, np.sin), repeats)
+    t_ours = median_time(lambda: plan(arr), repeats)
+    t_np = median_time(lambda: chain(arr, np.sin), repeats)
     return {"tenloom_ms": t_ours * 1e3, "numpy_ms": t_np * 1e3}
 
 
