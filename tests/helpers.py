@@ -123,3 +123,29 @@ def numpy_or_skip(fn, *args, **kwargs):
         # e.g. bool ** bool -> int8: outside the dtypes tenloom supports
         pytest.skip(f"numpy's result dtype {np.asarray(result).dtype} is not a tenloom dtype")
     return result
+
+
+def graph_strategy(ops):
+    """A hypothesis strategy for random two-input graphs: up to 6 steps, each applying one of
+    ``ops`` (functions of two tensors) to two earlier values."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def graphs(draw):
+        steps = draw(
+            st.lists(
+                st.tuples(st.integers(0, len(ops) - 1), st.integers(0, 9), st.integers(0, 9)),
+                min_size=1,
+                max_size=6,
+            )
+        )
+
+        def f(a, b):
+            pool = [a, b]
+            for op, i, j in steps:
+                pool.append(ops[op](pool[i % len(pool)], pool[j % len(pool)]))
+            return pool[-1]
+
+        return f
+
+    return graphs()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import graph_strategy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -231,23 +232,8 @@ OPS_H = [
 ]
 
 
-@st.composite
-def graph_functions(draw):
-    steps = draw(
-        st.lists(
-            st.tuples(st.integers(0, len(OPS_H) - 1), st.integers(0, 9), st.integers(0, 9)),
-            min_size=1,
-            max_size=6,
-        )
-    )
-
-    def f(a, b):
-        pool = [a, b]
-        for op, i, j in steps:
-            pool.append(OPS_H[op](pool[i % len(pool)], pool[j % len(pool)]))
-        return pool[-1]
-
-    return f
+def graph_functions():
+    return graph_strategy(OPS_H)
 
 
 @settings(max_examples=200)

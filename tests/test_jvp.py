@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import graph_strategy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tenloom.graph.autodiff import jvp_nodes
@@ -369,23 +370,8 @@ OPS_J = [
 ]
 
 
-@st.composite
-def jvp_graphs(draw):
-    steps = draw(
-        st.lists(
-            st.tuples(st.integers(0, len(OPS_J) - 1), st.integers(0, 9), st.integers(0, 9)),
-            min_size=1,
-            max_size=6,
-        )
-    )
-
-    def f(a, b):
-        pool = [a, b]
-        for op, i, j in steps:
-            pool.append(OPS_J[op](pool[i % len(pool)], pool[j % len(pool)]))
-        return pool[-1]
-
-    return f
+def jvp_graphs():
+    return graph_strategy(OPS_J)
 
 
 @settings(max_examples=max(100, settings.default.max_examples // 3))
