@@ -71,6 +71,20 @@ def _pre_options(
     return opts
 
 
+def _lift_matching(fn: str, what: str, values: list, of: str, targets: list) -> list:
+    """``values`` as nodes, one per target and of the target's shape (else ShapeError)."""
+    if len(values) != len(targets):
+        raise ShapeError(f"{fn}: {len(values)} {what}s for {len(targets)} {of}s")
+    nodes = [api.lift(v, fn) for v in values]
+    for t, v in zip(targets, nodes):
+        if v.shape != t.shape:
+            raise ShapeError(
+                f"{fn}: {what} of shape {fmt_shape(v.shape)} for an {of} of shape "
+                f"{fmt_shape(t.shape)}"
+            )
+    return nodes
+
+
 def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
     """Input cotangents J^H c for output cotangents ``cotangents`` (lazy Tensors).
 
@@ -79,15 +93,7 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
     outs, single_out = _as_list(outputs)
     ins, single_in = _as_list(inputs)
     cts, _ = _as_list(cotangents)
-    if len(cts) != len(outs):
-        raise ShapeError(f"vjp: {len(cts)} cotangents for {len(outs)} outputs")
-    ct_nodes = [api.lift(c, "vjp") for c in cts]
-    for o, c in zip(outs, ct_nodes):
-        if c.shape != o.shape:
-            raise ShapeError(
-                f"vjp: cotangent of shape {fmt_shape(c.shape)} for an output of shape "
-                f"{fmt_shape(o.shape)}"
-            )
+    ct_nodes = _lift_matching("vjp", "cotangent", cts, "output", outs)
     graph = Graph(tuple(api.lift(t, "vjp") for t in (*outs, *ins)))
     seen: dict = {}
 
@@ -136,15 +142,7 @@ def jvp(outputs: Any, inputs: Any, tangents: Any, **opts: Any) -> Any:
     outs, single_out = _as_list(outputs)
     ins, _ = _as_list(inputs)
     tans, _ = _as_list(tangents)
-    if len(tans) != len(ins):
-        raise ShapeError(f"jvp: {len(tans)} tangents for {len(ins)} inputs")
-    tan_nodes = [api.lift(t, "jvp") for t in tans]
-    for x, t in zip(ins, tan_nodes):
-        if t.shape != x.shape:
-            raise ShapeError(
-                f"jvp: tangent of shape {fmt_shape(t.shape)} for an input of shape "
-                f"{fmt_shape(x.shape)}"
-            )
+    tan_nodes = _lift_matching("jvp", "tangent", tans, "input", ins)
     graph = Graph(tuple(api.lift(t, "jvp") for t in (*outs, *ins)))
     pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(opts, "jvp", reverse_sweep=False))
     outs_n = pre.outputs[: len(outs)]
