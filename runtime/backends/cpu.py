@@ -1,4 +1,5 @@
-"""The CPU backend: NumPy for each op's registered reference, numexpr for fused regions.
+"""The CPU backend: NumPy for each op's registered reference; fused regions chunk by chunk
+through NumPy's ufuncs (cpu_fused.py), or numexpr for the regions that cannot be chunked.
 
 Supported dtypes: all of tenloom's (bool, int32, int64, float16, float32, float64, complex64,
 complex128).
@@ -14,6 +15,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op
 from tenloom.graph.ops_contract import contract_kernel
 from tenloom.graph.ops_elementwise import BINARY, UNARY
+from tenloom.runtime.backends.cpu_fused import chunked_kernel
 
 SMALL = 2048  # elements; smaller fused regions run step by step in NumPy
 
@@ -116,6 +118,16 @@ class Backend:
 
             return sliced_kernel(node, self)
         if node.op is Op.FUSED:
+            if node.size >= SMALL:
+                fused = chunked_kernel(
+                    node.attrs[0],
+                    node.shape,
+                    node.dtype,
+                    [x.shape for x in node.inputs],
+                    [x.dtype for x in node.inputs],
+                )
+                if fused is not None:
+                    return fused
             if self._ne is not None and node.size >= SMALL:
                 return lambda *xs: self._run_fused(node, xs)
             return self._small_fused(node.attrs[0])
