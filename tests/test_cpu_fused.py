@@ -210,7 +210,7 @@ def test_regions_it_does_not_take_fall_back(used):
 
 
 def test_one_thread_and_many_agree(monkeypatch):
-    x = np.random.default_rng(4).random(200_000)
+    x = np.random.default_rng(4).random(500_000)  # enough work for the pool
     t = tl.asarray(x)
     want = np.cos(x * 3.0) * x + 2.0
     expr = tl.cos(t * 3.0) * t + 2.0
@@ -222,7 +222,7 @@ def test_one_thread_and_many_agree(monkeypatch):
 
 def test_concurrent_evaluations_of_one_plan():
     # scratch buffers are per thread: two callers running the same kernel at once stay apart
-    x = np.random.default_rng(5).random(300_000)
+    x = np.random.default_rng(5).random(500_000)
     t = tl.asarray(x)
     plan = tl.compile(tl.sin(t * t) * 0.5 + t)
     want = np.sin(x * x) * 0.5 + x

@@ -30,6 +30,9 @@ from tenloom.graph.ops_elementwise import BINARY, UNARY
 from tenloom.graph.ops_fused import program_steps
 
 CHUNK = 32768  # elements per chunk: 256 KiB of float64 per live temporary, L2-sized
+# element-steps (size x ops) below which one thread does it all: handing work to a pool thread
+# and waiting for it costs about 50 us on the development VM, a few hundred thousand ops' time
+PARALLEL_WORK = 1 << 20
 
 
 def _cores() -> int:
@@ -171,6 +174,7 @@ def chunked_kernel(program: tuple, out_shape: tuple, out_dtype, in_shapes, in_dt
         return out
 
     n_chunks = -(-n0 // rows)
+    parallel = n_chunks > 1 and math.prod(out_shape) * len(program) >= PARALLEL_WORK
 
     def run_range(xs, out, c0, c1):
         full = None
@@ -187,7 +191,7 @@ def chunked_kernel(program: tuple, out_shape: tuple, out_dtype, in_shapes, in_dt
     def run(*xs):
         xs = [np.asarray(x) for x in xs]
         out = np.empty(out_shape, out_dtype)
-        pool = _pool() if n_chunks > 1 else None
+        pool = _pool() if parallel else None
         if pool is None:
             run_range(xs, out, 0, n_chunks)
             return out
