@@ -160,9 +160,22 @@ def _contract_infer(inputs, attrs):
     return tuple(sizes[lab] for lab in out), result_dtype("contract", inputs)
 
 
-def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple):
+def _as_matrix(x, shape: tuple, buffers):
+    """x reshaped to ``shape``: a view when its memory allows, else a copy into a buffer from
+    ``buffers`` (returned second, for the caller to hand back after the GEMM)."""
+    try:
+        return x.reshape(shape, copy=False), None
+    except ValueError:  # the groups are not contiguous in memory: one transposing copy
+        buf = buffers.take(x.size, x.dtype)
+        np.copyto(buf.reshape(x.shape), x)
+        return buf.reshape(shape), buf
+
+
+def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None):
     """A function ``(a, b) -> c`` for one CONTRACT, with every permutation and shape worked out
-    once here rather than on each call."""
+    once here rather than on each call. With ``buffers`` (an object with ``take(n, dtype)``
+    and ``give(buf)``, see runtime/buffers.py) the result and any operand copy are written
+    into buffers taken from it rather than freshly allocated arrays."""
     a_labels, b_labels, out, batch, left, con, right = attrs
     a_only = tuple(i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out)
     a_kept = tuple(lab for i, lab in enumerate(a_labels) if i not in a_only)
@@ -203,7 +216,37 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple):
             c = matmul(a.reshape(nb, nl, nk), b.reshape(nb, nk, nr)).reshape(c_shape)
         return c if pc is None else c.transpose(pc)
 
-    return run
+    if buffers is None or np.lib.NumpyVersion(np.__version__) < "2.1.0":
+        return run  # (reshape(copy=False) is NumPy >= 2.1)
+    take, give = buffers.take, buffers.give
+
+    def run_into(a, b):
+        if a_only:
+            a = a.sum(axis=a_only, dtype=a.dtype)
+        if b_only:
+            b = b.sum(axis=b_only, dtype=b.dtype)
+        if pa is not None:
+            a = a.transpose(pa)
+        if pb is not None:
+            b = b.transpose(pb)
+        dt = np.result_type(a.dtype, b.dtype)
+        c = take(nb * nl * nr, dt)
+        if nb == 1:
+            a2, ta = _as_matrix(a, (nl, nk), buffers)
+            b2, tb = _as_matrix(b, (nk, nr), buffers)
+            dot(a2, b2, out=c.reshape(nl, nr))
+        else:
+            a2, ta = _as_matrix(a, (nb, nl, nk), buffers)
+            b2, tb = _as_matrix(b, (nb, nk, nr), buffers)
+            matmul(a2, b2, out=c.reshape(nb, nl, nr))
+        if ta is not None:
+            give(ta)
+        if tb is not None:
+            give(tb)
+        c = c.reshape(c_shape)
+        return c if pc is None else c.transpose(pc)
+
+    return run_into
 
 
 def contract_ref(xs, attrs):

@@ -228,9 +228,25 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
         deterministic_mode(deterministic, threads),
         slicing_context(names, client, limit),
         flops_bar(optimized, progress) as bar,
+        no_pooling(limit is not None),
     ):
         prog = None if bar is None else counted(program_for(optimized, backend), bar)
         return tuple(execute(optimized, bound, backend, names[0], to_host, threads, prog))
+
+
+@contextlib.contextmanager
+def no_pooling(on: bool) -> Iterator[None]:
+    """Under a memory limit, runs keep no freed buffers for reuse (runtime/buffers.py)."""
+    if not on:
+        yield
+        return
+    from tenloom.runtime.buffers import POOLING
+
+    token = POOLING.set(False)
+    try:
+        yield
+    finally:
+        POOLING.reset(token)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op, as_array
 from tenloom.runtime import testing
+from tenloom.runtime.buffers import CURRENT
 from tenloom.runtime.program import Program, compile_program
 
 
@@ -111,6 +112,9 @@ def _leaf_ids(prog: Program, bound: dict[int, Any]) -> set[int]:
 
 
 def _run_sequential(prog, bound, backend, device, leaf_roots) -> list[Any]:
+    arena = prog.arena()
+    if arena is not None:
+        token = CURRENT.set(arena)
     vals: list[Any] = [None] * prog.n_slots
     check = testing.check
     from_host = backend.from_host
@@ -126,14 +130,21 @@ def _run_sequential(prog, bound, backend, device, leaf_roots) -> list[Any]:
                     leaf_roots.add(id(_root(value)) if isinstance(value, np.ndarray) else id(value))
                 else:
                     value = step.kernel(*[vals[i] for i in step.inputs])
+                    if arena is not None:
+                        arena.hold(value)
             except Exception as e:
                 raise EvaluationError(f"node failed: {describe(node, device)}: {e}") from e
             vals[step.out] = value
             for f in step.free:
+                if arena is not None:
+                    arena.drop(vals[f])
                 vals[f] = None
         return [vals[k] for k in prog.outputs]
     finally:
         vals.clear()
+        if arena is not None:
+            CURRENT.reset(token)
+            prog.release(arena)
 
 
 def _finish(graph: Graph, vals: list[Any], backend: Any, to_host: bool, leaf_roots: set[int]):

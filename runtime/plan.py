@@ -128,11 +128,12 @@ class Plan:
         if self._plain:
             return execute(self.optimized, bound, self.backend, self.device, True, threads)
         from tenloom.runtime.determinism import deterministic_mode
-        from tenloom.runtime.evaluate import slicing_context
+        from tenloom.runtime.evaluate import no_pooling, slicing_context
 
         with (
             deterministic_mode(bool(opts.get("deterministic")), threads),
             slicing_context(self.devices, opts.get("scheduler"), opts.get("memory_limit")),
+            no_pooling(opts.get("memory_limit") is not None),
         ):
             to_host = opts.get("to_host", True)
             return execute(self.optimized, bound, self.backend, self.device, to_host, threads)

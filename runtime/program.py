@@ -8,8 +8,9 @@ attribute decoding per call.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tenloom.graph.graph import Graph
@@ -32,6 +33,26 @@ class Program:
     steps: list[Step]
     outputs: tuple[int, ...]
     n_slots: int
+    pooled: bool = False  # has intermediates big enough to reuse buffers for (buffers.py)
+    arenas: list = field(default_factory=list)  # idle arenas, one per concurrent run at most
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def arena(self):
+        """An arena for one run (the last run's, when no other run holds it), or None."""
+        from tenloom.runtime.buffers import POOLING, Arena
+
+        if not self.pooled or not POOLING.get():
+            return None
+        with self.lock:
+            if self.arenas:
+                return self.arenas.pop()
+        return Arena()
+
+    def release(self, arena) -> None:
+        arena.finish()
+        with self.lock:
+            if not self.arenas:
+                self.arenas.append(arena)
 
 
 def compile_program(graph: Graph, backend: Any) -> Program:
@@ -58,4 +79,10 @@ def compile_program(graph: Graph, backend: Any) -> Program:
                 tuple(dict.fromkeys(frees.get(k, ()))),
             )
         )
-    return Program(steps, tuple(slot[id(o)] for o in graph.outputs), len(order))
+    from tenloom.runtime.buffers import POOL_MIN_BYTES
+
+    pooled = any(
+        s.kernel is not None and s.node.nbytes >= POOL_MIN_BYTES and s.out not in keep
+        for s in steps
+    )
+    return Program(steps, tuple(slot[id(o)] for o in graph.outputs), len(order), pooled)

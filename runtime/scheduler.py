@@ -24,6 +24,7 @@ import numpy as np
 from tenloom.graph.errors import EvaluationError
 from tenloom.graph.ops import Op
 from tenloom.runtime import testing
+from tenloom.runtime.buffers import CURRENT
 from tenloom.runtime.program import Program
 
 
@@ -83,60 +84,75 @@ def run_concurrent(
 
     done_count = 0
     failure: tuple[int, BaseException] | None = None
-    with cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tenloom-worker") as pool:
-        running: dict[cf.Future, int] = {}
-        while done_count < n:
-            while ready and failure is None and len(running) < threads:
-                k = heapq.heappop(ready)
-                step = steps[k]
-                if step.kernel is None:  # leaves: bound here, no worker needed
-                    try:
-                        testing.check(step.node)
-                        const = step.node.op is Op.CONST
-                        host = step.node.attrs[0].value if const else bound[id(step.node)]
-                        values[k] = backend.from_host(host, const)
-                    except Exception as e:
-                        failure = (k, e)
-                        break
-                    v = values[k]
-                    leaf_roots.add(id(_root(v)) if isinstance(v, np.ndarray) else id(v))
+    arena = prog.arena()
+    token = CURRENT.set(arena) if arena is not None else None
+    try:
+        with cf.ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="tenloom-worker"
+        ) as pool:
+            running: dict[cf.Future, int] = {}
+            while done_count < n:
+                while ready and failure is None and len(running) < threads:
+                    k = heapq.heappop(ready)
+                    step = steps[k]
+                    if step.kernel is None:  # leaves: bound here, no worker needed
+                        try:
+                            testing.check(step.node)
+                            const = step.node.op is Op.CONST
+                            host = step.node.attrs[0].value if const else bound[id(step.node)]
+                            values[k] = backend.from_host(host, const)
+                        except Exception as e:
+                            failure = (k, e)
+                            break
+                        v = values[k]
+                        leaf_roots.add(id(_root(v)) if isinstance(v, np.ndarray) else id(v))
+                        done_count += 1
+                        _release(k, consumers, waiting, ready)
+                        continue
+                    running[pool.submit(contextvars.copy_context().run, work, k)] = k
+                if failure is not None:
+                    # drain: let running work finish, start nothing new
+                    cf.wait(running)
+                    break
+                if not running:
+                    if done_count < n:  # pragma: no cover - a cycle cannot be built
+                        raise EvaluationError("scheduler: no runnable node; the graph is malformed")
+                    break
+                finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                for f in finished:
+                    k = running.pop(f)
+                    exc = f.exception()
+                    if exc is not None:
+                        if failure is None:
+                            failure = (k, exc)
+                        continue
+                    values[k], events[k] = f.result()
+                    if arena is not None:
+                        arena.hold(values[k])
                     done_count += 1
                     _release(k, consumers, waiting, ready)
-                    continue
-                running[pool.submit(contextvars.copy_context().run, work, k)] = k
-            if failure is not None:
-                # drain: let running work finish, start nothing new
-                cf.wait(running)
-                break
-            if not running:
-                if done_count < n:  # pragma: no cover - a cycle cannot be built
-                    raise EvaluationError("scheduler: no runnable node; the graph is malformed")
-                break
-            finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
-            for f in finished:
-                k = running.pop(f)
-                exc = f.exception()
-                if exc is not None:
-                    if failure is None:
-                        failure = (k, exc)
-                    continue
-                values[k], events[k] = f.result()
-                done_count += 1
-                _release(k, consumers, waiting, ready)
-                for i in producers[k]:
-                    uses[i] -= 1
-                    if uses[i] == 0 and i not in keep:
-                        values[i] = None
-                        events[i] = None
-    if failure is not None:
-        k, exc = failure
+                    for i in producers[k]:
+                        uses[i] -= 1
+                        if uses[i] == 0 and i not in keep:
+                            if arena is not None:
+                                arena.drop(values[i])
+                            values[i] = None
+                            events[i] = None
+        if failure is not None:
+            k, exc = failure
+            values.clear()
+            raise EvaluationError(
+                f"node failed: {_describe(steps[k].node, device)}: {exc}"
+            ) from exc
+        if streams is not None:
+            backend.synchronize()
+        out = [values[k] for k in prog.outputs]
         values.clear()
-        raise EvaluationError(f"node failed: {_describe(steps[k].node, device)}: {exc}") from exc
-    if streams is not None:
-        backend.synchronize()
-    out = [values[k] for k in prog.outputs]
-    values.clear()
-    return out
+        return out
+    finally:
+        if arena is not None:
+            CURRENT.reset(token)
+            prog.release(arena)
 
 
 def _release(k: int, consumers, waiting, ready) -> None:

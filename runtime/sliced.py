@@ -42,6 +42,7 @@ from tenloom.graph.ops_sliced import (
     slice_peak_bytes,
     slice_values,
 )
+from tenloom.runtime.buffers import CURRENT
 from tenloom.runtime.determinism import DETERMINISTIC, THREADS
 from tenloom.runtime.progress import BAR
 
@@ -91,20 +92,25 @@ def _inner_of(node: Node) -> tuple[Graph, tuple]:
 
 
 def run_program(prog, backend, feed: dict) -> list:
-    """One straight run of a compiled program; placeholders read ``feed`` (id -> array)."""
-    vals: list = [None] * prog.n_slots
-    for step in prog.steps:
-        if step.kernel is None:
-            node = step.node
-            if node.op is Op.PLACEHOLDER:
-                vals[step.out] = feed[id(node)]
+    """One straight run of a compiled program; placeholders read ``feed`` (id -> array).
+    Kernels allocate fresh arrays here (no arena): a slice's memory is what the limit sized."""
+    token = CURRENT.set(None)
+    try:
+        vals: list = [None] * prog.n_slots
+        for step in prog.steps:
+            if step.kernel is None:
+                node = step.node
+                if node.op is Op.PLACEHOLDER:
+                    vals[step.out] = feed[id(node)]
+                else:
+                    vals[step.out] = backend.from_host(node.attrs[0].value, True)
             else:
-                vals[step.out] = backend.from_host(node.attrs[0].value, True)
-        else:
-            vals[step.out] = step.kernel(*[vals[i] for i in step.inputs])
-        for f in step.free:
-            vals[f] = None
-    return [vals[k] for k in prog.outputs]
+                vals[step.out] = step.kernel(*[vals[i] for i in step.inputs])
+            for f in step.free:
+                vals[f] = None
+        return [vals[k] for k in prog.outputs]
+    finally:
+        CURRENT.reset(token)
 
 
 class _Worker:

@@ -51,6 +51,10 @@ def lattice(n: int, m: int, d: int, dtype=np.float64, seed: int = 0):
 
 
 def traced_peak(fn):
+    # buffers kept from earlier runs would be reused unseen by tracemalloc: start from none
+    from tenloom.runtime.buffers import clear_pools
+
+    clear_pools()
     tracemalloc.start()
     try:
         out = fn()

@@ -15,6 +15,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op
 from tenloom.graph.ops_contract import contract_kernel
 from tenloom.graph.ops_elementwise import BINARY, UNARY
+from tenloom.runtime import buffers
 from tenloom.runtime.backends.cpu_fused import chunked_kernel
 
 SMALL = 2048  # elements; smaller fused regions run step by step in NumPy
@@ -44,6 +45,22 @@ def compile_steps(program: tuple):
     lines.append(f"    return v{len(program) - 1}")
     exec("\n".join(lines), namespace)  # noqa: S102 - our own generated code
     return namespace["fused"]
+
+
+def layout_kernel(perm: tuple):
+    """LAYOUT: the operand copied into a buffer whose memory order is ``perm``."""
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    inv = tuple(inv)
+
+    def run(x):
+        xt = x.transpose(perm)
+        out = buffers.take(x.size, x.dtype).reshape(xt.shape)
+        np.copyto(out, xt)
+        return out.transpose(inv)
+
+    return run
 
 
 PARALLEL_SUM = 1 << 20  # elements; bigger sums split over the worker threads
@@ -112,7 +129,9 @@ class Backend:
         """A callable ``f(*arrays) -> array`` for ``node``, prepared once."""
         if node.op is Op.CONTRACT:
             a, b = node.inputs
-            return contract_kernel(a.shape, b.shape, node.attrs)
+            return contract_kernel(a.shape, b.shape, node.attrs, buffers)
+        if node.op is Op.LAYOUT:
+            return layout_kernel(node.attrs[0])
         if node.op is Op.SLICED:
             from tenloom.runtime.sliced import sliced_kernel
 

@@ -28,6 +28,7 @@ import numpy as np
 from tenloom.graph.ops import Op
 from tenloom.graph.ops_elementwise import BINARY, UNARY
 from tenloom.graph.ops_fused import program_steps
+from tenloom.runtime.buffers import take
 
 CHUNK = 32768  # elements per chunk: 256 KiB of float64 per live temporary, L2-sized
 # element-steps (size x ops) below which one thread does it all: handing work to a pool thread
@@ -190,7 +191,7 @@ def chunked_kernel(program: tuple, out_shape: tuple, out_dtype, in_shapes, in_dt
 
     def run(*xs):
         xs = [np.asarray(x) for x in xs]
-        out = np.empty(out_shape, out_dtype)
+        out = take(math.prod(out_shape), out_dtype).reshape(out_shape)
         pool = _pool() if parallel else None
         if pool is None:
             run_range(xs, out, 0, n_chunks)

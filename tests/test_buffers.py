@@ -1,0 +1,176 @@
+"""Intermediate buffers reused between runs (runtime/buffers.py): results never change, outputs
+never share memory with a later run, views keep their buffer alive, the pool stays bounded."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tenloom.runtime import buffers
+from tenloom.runtime.executor import _PROGRAMS
+
+import tenloom as tl
+
+RNG = np.random.default_rng(0)
+N = 96  # 96 x 96 float64 = 72 KiB: above the pooling threshold
+
+
+def mats(k):
+    return [RNG.standard_normal((N, N)) / np.sqrt(N) for _ in range(k)]
+
+
+def test_outputs_are_never_reused_by_a_later_run():
+    a, b, c = mats(3)
+    ta, tb, tc = (tl.asarray(x) for x in (a, b, c))
+    y = tl.einsum("ij,jk,kl->il", ta, tb, tc)
+    first = y.evaluate()
+    keep = first.copy()
+    for _ in range(3):
+        again = y.evaluate()
+        assert not np.shares_memory(again, first)
+        np.testing.assert_allclose(again, keep, rtol=1e-12)
+    np.testing.assert_array_equal(first, keep)  # untouched by the later runs
+
+
+def test_a_second_run_takes_its_buffers_from_the_pool():
+    buffers.clear_pools()
+    a, b, c, d = mats(4)
+    t = [tl.asarray(x) for x in (a, b, c, d)]
+    y = tl.sin(tl.einsum("ij,jk,kl,lm->im", *t)) * 2.0
+    y.evaluate()
+    assert buffers.held_bytes() > 0  # the first run left its freed intermediates
+    taken = []
+    real = buffers.Arena.take
+
+    def spy(self, n, dtype):
+        before = self.held
+        out = real(self, n, dtype)
+        taken.append(self.held < before)  # came from the free list
+        return out
+
+    buffers.Arena.take = spy
+    try:
+        np.testing.assert_allclose(y.evaluate(), np.sin(a @ b @ c @ d) * 2.0, rtol=1e-10)
+    finally:
+        buffers.Arena.take = real
+    assert any(taken)
+
+
+OPS = [
+    lambda x, y: x @ y,
+    lambda x, y: (x @ y).T,  # a view of a GEMM result
+    lambda x, y: tl.einsum("ij,kj->ik", x, y),
+    lambda x, y: x[::2].T @ y[::2],  # views of views
+    lambda x, y: tl.sin(x) + y,
+    lambda x, y: (x * y).reshape((N // 2, 2 * N)).reshape((N, N)),
+    lambda x, y: tl.einsum("ij,jk->ki", x, y) * 0.5,
+]
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(OPS) - 1), st.integers(0, 9), st.integers(0, 9)),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_random_graphs_with_views_match_numpy_on_every_run(steps):
+    xs = mats(2)
+
+    def build(a, b, lib):
+        pool = [a, b]
+        for op, i, j in steps:
+            x, y = pool[i % len(pool)], pool[j % len(pool)]
+            if lib is np:
+                with _numpy_ops():
+                    pool.append(OPS[op](x, y))
+            else:
+                pool.append(OPS[op](x, y))
+        return pool[-1], pool[len(pool) // 2]
+
+    want = [np.asarray(w) for w in build(*xs, np)]
+    got_t = build(*[tl.asarray(x) for x in xs], tl)
+    for _ in range(3):
+        got = tl.evaluate(*got_t)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-9)
+
+
+class _numpy_ops:
+    """Run OPS on NumPy arrays: tl.sin / tl.einsum stand for NumPy's within the block."""
+
+    def __enter__(self):
+        self.saved = tl.sin, tl.einsum
+        tl.sin, tl.einsum = np.sin, np.einsum
+
+    def __exit__(self, *exc):
+        tl.sin, tl.einsum = self.saved
+
+
+def test_the_pool_is_bounded(monkeypatch):
+    buffers.clear_pools()
+    monkeypatch.setattr(buffers, "POOL_BYTES", 100_000)  # room for one 72 KiB buffer
+    a, b, c, d = mats(4)
+    t = [tl.asarray(x) for x in (a, b, c, d)]
+    y = tl.einsum("ij,jk,kl,lm->im", *t)
+    for _ in range(3):
+        np.testing.assert_allclose(y.evaluate(), a @ b @ c @ d, rtol=1e-10)
+        assert buffers.held_bytes() <= 100_000
+    assert buffers.clear_pools() <= 100_000
+    assert buffers.held_bytes() == 0
+
+
+def test_no_pool_under_a_memory_limit():
+    buffers.clear_pools()
+    a, b, c, d = mats(4)
+    t = [tl.asarray(x) for x in (a, b, c, d)]
+    y = tl.einsum("ij,jk,kl,lm->im", *t)
+    for _ in range(2):
+        got = tl.evaluate(y, memory_limit="10MB")[0]
+        np.testing.assert_allclose(got, a @ b @ c @ d, rtol=1e-10)
+    assert buffers.held_bytes() == 0
+
+
+def test_pooling_can_be_turned_off(monkeypatch):
+    buffers.clear_pools()
+    monkeypatch.setattr(buffers, "POOL_BYTES", 0)
+    a, b, c = mats(3)
+    y = tl.einsum("ij,jk,kl->il", *(tl.asarray(x) for x in (a, b, c)))
+    np.testing.assert_allclose(y.evaluate(), a @ b @ c, rtol=1e-10)
+    assert buffers.held_bytes() == 0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_concurrent_runs_of_one_plan_use_separate_arenas(threads):
+    a, b, c, d = mats(4)
+    ph = [tl.placeholder((N, N), "float64", f"x{i}") for i in range(4)]
+    plan = tl.compile(tl.einsum("ij,jk,kl,lm->im", *ph), ph, threads=threads)
+    inputs = [[x * (k + 1) for x in (a, b, c, d)] for k in range(3)]
+    errors: list = []
+
+    def worker(k):
+        try:
+            want = np.linalg.multi_dot(inputs[k])
+            for _ in range(15):
+                np.testing.assert_allclose(plan(*inputs[k])[0], want, rtol=1e-10)
+        except Exception as e:  # reported below, in the main thread
+            errors.append(e)
+
+    ths = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert not errors, errors[0]
+
+
+def test_small_programs_run_without_an_arena():
+    x = tl.asarray(np.ones((4, 4)))
+    y = x @ x
+    y.evaluate()
+    progs = [p for per in _PROGRAMS.values() for p in per.values()]
+    assert progs and not all(p.pooled for p in progs)
