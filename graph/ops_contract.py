@@ -171,11 +171,11 @@ def _as_matrix(x, shape: tuple, buffers):
         return buf.reshape(shape), buf
 
 
-def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None):
+def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, dtype=None):
     """A function ``(a, b) -> c`` for one CONTRACT, with every permutation and shape worked out
     once here rather than on each call. With ``buffers`` (an object with ``take(n, dtype)``
-    and ``give(buf)``, see runtime/buffers.py) the result and any operand copy are written
-    into buffers taken from it rather than freshly allocated arrays."""
+    and ``give(buf)``, see runtime/buffers.py) and the result's ``dtype``, the result and any
+    operand copy are written into buffers taken from it rather than freshly allocated arrays."""
     a_labels, b_labels, out, batch, left, con, right = attrs
     a_only = tuple(i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out)
     a_kept = tuple(lab for i, lab in enumerate(a_labels) if i not in a_only)
@@ -216,9 +216,10 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None):
             c = matmul(a.reshape(nb, nl, nk), b.reshape(nb, nk, nr)).reshape(c_shape)
         return c if pc is None else c.transpose(pc)
 
-    if buffers is None or np.lib.NumpyVersion(np.__version__) < "2.1.0":
+    if buffers is None or dtype is None or np.lib.NumpyVersion(np.__version__) < "2.1.0":
         return run  # (reshape(copy=False) is NumPy >= 2.1)
     take, give = buffers.take, buffers.give
+    dt, n_out = np.dtype(dtype), nb * nl * nr
 
     def run_into(a, b):
         if a_only:
@@ -229,8 +230,7 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None):
             a = a.transpose(pa)
         if pb is not None:
             b = b.transpose(pb)
-        dt = np.result_type(a.dtype, b.dtype)
-        c = take(nb * nl * nr, dt)
+        c = take(n_out, dt)
         if nb == 1:
             a2, ta = _as_matrix(a, (nl, nk), buffers)
             b2, tb = _as_matrix(b, (nk, nr), buffers)

@@ -249,3 +249,45 @@ def test_kernel_refuses_ops_with_attributes():
     program = ((Op.SIN, (), (("in", 0),)), (Op.CAST, ("float32",), (("step", 0),)))
     got = cpu_fused.chunked_kernel(program, (5000,), np.float32, [(5000,)], [np.float64])
     assert got is None
+
+
+# ---- small regions: one compiled numexpr call instead of a ufunc call per op ----------------
+
+
+def _kernel_names(t):
+    from tenloom.runtime import evaluate as ev
+    from tenloom.runtime.backends import get_backend
+    from tenloom.runtime.program import compile_program
+
+    graph = ev.optimize_graph(ev.build_graph((t,)), {})
+    prog = compile_program(graph, get_backend("cpu", 0))
+    return [
+        (s.node.op.value, s.kernel.__qualname__) for s in prog.steps if s.node.op.value == "fused"
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "complex128"])
+def test_small_regions_of_many_ops_take_numexpr(dtype):
+    x = arrays([(8,)], dtype, 7)[0]
+    t = tl.asarray(x)
+    y, ty = x, t
+    for _ in range(4):  # 12 ops
+        y = y * y - x + x * 2
+        ty = ty * ty - t + t * 2
+    kernels = _kernel_names(ty)
+    assert kernels and all("_numexpr" in q for _, q in kernels), kernels
+    got = tl.evaluate(ty)[0]
+    assert got.dtype == y.dtype
+    np.testing.assert_allclose(got, y, rtol=1e-5 if dtype == "float32" else 1e-12)
+
+
+def test_every_fusable_dtype_has_a_numexpr_type():
+    from tenloom.passes.fuse_elementwise import ARITH, BOOL
+
+    assert {d.str for d in ARITH | {BOOL}} <= set(cpu_backend.NUMEXPR_TYPES)
+
+
+def test_small_regions_of_few_ops_call_the_ufuncs():
+    x = np.arange(8.0)
+    kernels = _kernel_names(tl.sin(tl.asarray(x)) + 1.0)
+    assert kernels and not any("_numexpr" in q for _, q in kernels), kernels
