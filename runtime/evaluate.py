@@ -236,12 +236,14 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
 
 @contextlib.contextmanager
 def no_pooling(on: bool) -> Iterator[None]:
-    """Under a memory limit, runs keep no freed buffers for reuse (runtime/buffers.py)."""
+    """Under a memory limit, runs keep no freed buffers for reuse, and what earlier runs kept is
+    let go first, so that it does not count against the limit (runtime/buffers.py)."""
     if not on:
         yield
         return
-    from tenloom.runtime.buffers import POOLING
+    from tenloom.runtime.buffers import POOLING, clear_pools
 
+    clear_pools()
     token = POOLING.set(False)
     try:
         yield

@@ -113,8 +113,7 @@ def _leaf_ids(prog: Program, bound: dict[int, Any]) -> set[int]:
 
 def _run_sequential(prog, bound, backend, device, leaf_roots) -> list[Any]:
     arena = prog.arena()
-    if arena is not None:
-        token = CURRENT.set(arena)
+    token = CURRENT.set(arena)  # None too: a run nested in another never takes the outer's
     vals: list[Any] = [None] * prog.n_slots
     check = testing.check
     from_host = backend.from_host
@@ -142,8 +141,8 @@ def _run_sequential(prog, bound, backend, device, leaf_roots) -> list[Any]:
         return [vals[k] for k in prog.outputs]
     finally:
         vals.clear()
+        CURRENT.reset(token)
         if arena is not None:
-            CURRENT.reset(token)
             prog.release(arena)
 
 

@@ -85,7 +85,7 @@ def run_concurrent(
     done_count = 0
     failure: tuple[int, BaseException] | None = None
     arena = prog.arena()
-    token = CURRENT.set(arena) if arena is not None else None
+    token = CURRENT.set(arena)  # None too: a run nested in another never takes the outer's
     try:
         with cf.ThreadPoolExecutor(
             max_workers=threads, thread_name_prefix="tenloom-worker"
@@ -150,8 +150,8 @@ def run_concurrent(
         values.clear()
         return out
     finally:
+        CURRENT.reset(token)
         if arena is not None:
-            CURRENT.reset(token)
             prog.release(arena)
 
 

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tenloom.runtime import buffers
-from tenloom.runtime.executor import _PROGRAMS
 
 import tenloom as tl
 
@@ -168,9 +167,42 @@ def test_concurrent_runs_of_one_plan_use_separate_arenas(threads):
     assert not errors, errors[0]
 
 
+def _program(*tensors):
+    from tenloom.runtime import evaluate as ev
+    from tenloom.runtime.backends import get_backend
+    from tenloom.runtime.executor import program_for
+
+    return program_for(ev.optimize_graph(ev.build_graph(tensors), {}), get_backend("cpu", 0))
+
+
 def test_small_programs_run_without_an_arena():
     x = tl.asarray(np.ones((4, 4)))
-    y = x @ x
+    assert not _program(x @ x).pooled
+    a, b = mats(2)
+    assert _program(tl.asarray(a) @ tl.asarray(b) @ tl.asarray(a)).pooled
+
+
+def test_a_failed_run_leaves_the_next_run_correct():
+    from tenloom.runtime.testing import InjectedFailure, fail_node
+
+    a, b, c = mats(3)
+    ta, tb, tc = (tl.asarray(x) for x in (a, b, c))
+    y = tl.sin(ta @ tb) @ tc
+    want = np.sin(a @ b) @ c
+    np.testing.assert_allclose(y.evaluate(), want, rtol=1e-10)
+    # the last GEMM fails: the first one's result and the sine's are in arena buffers by then
+    last = [s.node for s in _program(y).steps if s.kernel is not None][-1]
+    with fail_node(last), pytest.raises(tl.EvaluationError) as info:
+        y.evaluate()
+    assert isinstance(info.value.__cause__, InjectedFailure)
+    for _ in range(2):
+        np.testing.assert_allclose(y.evaluate(), want, rtol=1e-10)
+
+
+def test_a_memory_limit_lets_go_of_kept_buffers():
+    a, b, c, d = mats(4)
+    y = tl.einsum("ij,jk,kl,lm->im", *(tl.asarray(x) for x in (a, b, c, d)))
     y.evaluate()
-    progs = [p for per in _PROGRAMS.values() for p in per.values()]
-    assert progs and not all(p.pooled for p in progs)
+    assert buffers.held_bytes() > 0
+    np.testing.assert_allclose(tl.evaluate(y, memory_limit="10MB")[0], a @ b @ c @ d, rtol=1e-10)
+    assert buffers.held_bytes() == 0

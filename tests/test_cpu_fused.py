@@ -1,9 +1,10 @@
 """The chunked CPU kernel for fused elementwise regions (runtime/backends/cpu_fused.py).
 
-Every result is compared bit for bit with the same optimized graph run op by op (the pipeline
-without fuse_elementwise): the kernel runs the same ufunc loops, only on cache-sized pieces, so
-nothing may differ. (Against NumPy on the user's expression they agree to rounding only:
-canonicalize orders commutative operands, and complex products round with the order.)"""
+The chunked kernel's results are compared bit for bit with the same optimized graph run op by op
+(the pipeline without fuse_elementwise): it runs the same ufunc loops, only on cache-sized
+pieces, so nothing may differ. Regions that go to numexpr are compared to a tolerance. (Against
+NumPy on the user's expression they agree to rounding only: canonicalize orders commutative
+operands, and complex products round with the order.)"""
 
 from __future__ import annotations
 
@@ -291,3 +292,21 @@ def test_small_regions_of_few_ops_call_the_ufuncs():
     x = np.arange(8.0)
     kernels = _kernel_names(tl.sin(tl.asarray(x)) + 1.0)
     assert kernels and not any("_numexpr" in q for _, q in kernels), kernels
+
+
+def test_the_callers_errstate_holds_in_every_thread():
+    # np.errstate is a context variable: the pool's chunk tasks run in the caller's context,
+    # whatever the context their thread was started in
+    import warnings
+
+    ph = tl.placeholder((600_000,), "float64", "x")
+    plan = tl.compile(tl.log(ph * 2.0) + ph * 3.0 - 1.0, [ph])
+    plan(np.ones(600_000))  # the pool's threads start here, in the default context
+    x = np.ones(600_000)
+    x[-5] = 0.0  # in the last chunk, which a pool thread runs
+    with np.errstate(divide="raise"), pytest.raises(tl.EvaluationError):
+        plan(x)
+    with np.errstate(divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = plan(x)[0]
+    assert got[-5] == -np.inf

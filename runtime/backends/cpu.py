@@ -1,5 +1,7 @@
-"""The CPU backend: NumPy for each op's registered reference; fused regions chunk by chunk
-through NumPy's ufuncs (cpu_fused.py), or numexpr for the regions that cannot be chunked.
+"""The CPU backend: NumPy for each op's registered reference; big fused regions chunk by chunk
+through NumPy's ufuncs (cpu_fused.py), small ones of several ops and those that cannot be
+chunked through one compiled numexpr call (whose transcendental functions may round a few ulps
+differently from NumPy's), the smallest through NumPy's ufuncs one by one.
 
 Supported dtypes: all of tenloom's (bool, int32, int64, float16, float32, float64, complex64,
 complex128).

@@ -19,10 +19,11 @@ cover (ops that take attributes, outputs whose first axis cannot be cut) stay wi
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 from tenloom.graph.ops import Op
@@ -81,8 +82,9 @@ def chunked_kernel(program: tuple, out_shape: tuple, out_dtype, in_shapes, in_dt
     if n0 < 2 or math.prod(out_shape) == 0:
         return None
     for op, attrs, _ in program:
-        if attrs or (op not in UNARY and op not in BINARY and op is not Op.WHERE):
-            return None
+        fn = UNARY.get(op) or BINARY.get(op)
+        if attrs or (op is not Op.WHERE and not isinstance(fn, np.ufunc)):
+            return None  # (np.real and np.imag are functions: no out=)
     ndim = len(out_shape)
 
     class _In:  # an input as program_steps sees it
@@ -198,14 +200,20 @@ def chunked_kernel(program: tuple, out_shape: tuple, out_dtype, in_shapes, in_dt
             return out
         parts = min(_cores(), n_chunks)
         bounds = [(n_chunks * p) // parts for p in range(parts + 1)]
+        # each chunk task runs in a copy of the caller's context: np.errstate is a context
+        # variable, so warnings and errors follow the caller's settings in every thread
         futures = [
-            pool.submit(run_range, xs, out, bounds[p], bounds[p + 1]) for p in range(1, parts)
+            pool.submit(
+                contextvars.copy_context().run, run_range, xs, out, bounds[p], bounds[p + 1]
+            )
+            for p in range(1, parts)
         ]
         try:
             run_range(xs, out, bounds[0], bounds[1])
         finally:
-            for f in futures:
-                f.result()
+            wait(futures)  # none still writing ``out`` once this call has returned or raised
+        for f in futures:
+            f.result()  # re-raises a chunk's error
         return out
 
     return run
