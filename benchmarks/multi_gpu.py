@@ -1,12 +1,15 @@
 """Multi-GPU scaling of one sliced contraction (issues 7 and 8).
 
-A closed 8x8 lattice network of bond dimension D (W3/W10 GPU size of BENCHMARKS.md) is sliced
-by ``memory_limit`` with cotengra, and the same plan runs on 1, 2, ... GPUs in one process:
+A closed 8x8 lattice network of bond dimension D (W3/W10 GPU size of BENCHMARKS.md), or a closed
+random 3-regular network (cotengra's ``randreg_equation``, ``--network randreg``, W1's family),
+is sliced by ``memory_limit`` with cotengra, and the same plan runs on 1, 2, ... GPUs in one
+process:
 ``tl.evaluate(y, device=["cuda:0", "cuda:1"], memory_limit=...)``. Each GPU keeps its own copy
 of the operands and pulls its next slice when it finishes the last (balanced by throughput);
 the partial sums meet at the end.
 
     python benchmarks/multi_gpu.py --D 10 --dtype complex64 --limit 4GiB --gpus 1,2
+    python benchmarks/multi_gpu.py --network randreg --n 60 --D 14 --gpus 1,2,4
 
 Prints one line per GPU count (time, speed-up, parallel efficiency, slices per GPU, slice
 imbalance) and writes JSON with ``--out``.
@@ -30,9 +33,20 @@ def a_size(shape) -> float:
 def lattice(n: int, d: int, dtype: str, seed: int = 0):
     import cotengra as ctg
 
+    inputs, output, shapes, _ = ctg.utils.lattice_equation([n, n], d_min=d, d_max=d)
+    return closed_network(inputs, shapes, dtype, seed)
+
+
+def randreg(n: int, d: int, dtype: str, seed: int = 1):
+    import cotengra as ctg
+
+    inputs, output, shapes, _ = ctg.utils.randreg_equation(n, 3, d_min=d, d_max=d, seed=seed)
+    return closed_network(inputs, shapes, dtype, seed)
+
+
+def closed_network(inputs, shapes, dtype: str, seed: int):
     import tenloom as tl
 
-    inputs, output, shapes, _ = ctg.utils.lattice_equation([n, n], d_min=d, d_max=d)
     rng = np.random.default_rng(seed)
     labels: dict = {}
     args = []
@@ -54,7 +68,8 @@ def main(argv=None) -> int:
     import tenloom as tl
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=8, help="lattice side")
+    p.add_argument("--network", default="lattice", choices=["lattice", "randreg"])
+    p.add_argument("--n", type=int, default=8, help="lattice side, or randreg tensors")
     p.add_argument("--D", type=int, default=10, help="bond dimension")
     p.add_argument("--dtype", default="complex64")
     p.add_argument("--limit", default="4GiB", help="memory_limit: decides the slicing")
@@ -68,7 +83,12 @@ def main(argv=None) -> int:
     names = [cp.cuda.runtime.getDeviceProperties(i)["name"].decode() for i in range(n_gpus)]
     print(f"{n_gpus} GPU(s): {', '.join(names)}")
 
-    y = lattice(args.n, args.D, args.dtype)
+    if args.network == "lattice":
+        y = lattice(args.n, args.D, args.dtype)
+        workload = f"lattice {args.n}x{args.n} D={args.D} {args.dtype}"
+    else:
+        y = randreg(args.n, args.D, args.dtype)
+        workload = f"randreg n={args.n} deg 3 D={args.D} {args.dtype}"
     opts = {"optimize": "greedy", "memory_limit": args.limit}
     t0 = time.perf_counter()
     report = tl.explain(y, **opts)
@@ -76,7 +96,7 @@ def main(argv=None) -> int:
     sl = report.slicing[0] if report.slicing else {"slices": 1, "indices": [], "overhead": 1.0}
     flops = report.after.flops
     print(
-        f"lattice {args.n}x{args.n} D={args.D} {args.dtype}: {flops:.3g} flops, "
+        f"{workload}: {flops:.3g} flops, "
         f"{sl['slices']} slices over {sl['indices']} (flops overhead {sl['overhead']:.3f}x), "
         f"path + slicing {search:.1f} s"
     )
@@ -116,7 +136,7 @@ def main(argv=None) -> int:
         with open(args.out, "w") as f:
             json.dump(
                 {
-                    "workload": f"lattice {args.n}x{args.n} D={args.D} {args.dtype}",
+                    "workload": workload,
                     "memory_limit": args.limit,
                     "flops": flops,
                     "slicing": {k: sl[k] for k in ("slices", "indices", "overhead")},
