@@ -30,7 +30,10 @@ def main() -> int:
         gpus = [r["gpus"] for r in data["rows"]]
         speedup = [r["speedup"] for r in data["rows"]]
         top = max(top, *gpus)
-        label = f"{data['workload']} ({data['gpus'][0]}, {data['rows'][0]['seconds']:.1f} s on 1)"
+        label = (
+            f"{data['workload']}, limit {data.get('memory_limit', '?')} "
+            f"({data['gpus'][0]}, {data['rows'][0]['seconds']:.1f} s on 1)"
+        )
         ax.plot(gpus, speedup, "o-", label=label)
     ax.plot([1, top], [1, top], "k--", lw=1, label="ideal")
     ax.set_xlabel("GPUs")
