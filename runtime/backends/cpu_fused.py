@@ -161,7 +161,7 @@ def chunked_kernel(program: tuple, out_shape: tuple, out_dtype, in_shapes, in_dt
             body.append(f"    copyto({dst}, {argv[1]}, where={argv[0]})")
         else:
             ns[f"f{j}"] = UNARY.get(op) or BINARY[op]
-            body.append(f"    f{j}({', '.join(argv)}, {dst})")  # positional out: less parsing
+            body.append(f"    f{j}({', '.join(argv)}, out={dst})")
     params = [f"x{i}" for i in range(n_in)] + [f"s{j}" for j in range(final)] + ["o"]
     src = f"def chunk({', '.join(params)}):\n" + "\n".join(body)
     exec(src, ns)  # noqa: S102 - generated from our own op table, never from user strings
