@@ -78,6 +78,23 @@ OPS = [
     )
 )
 def test_random_graphs_with_views_match_numpy_on_every_run(steps):
+    _random_graph_runs(steps, threads=1)
+
+
+@settings(max_examples=30)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(OPS) - 1), st.integers(0, 9), st.integers(0, 9)),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_random_graphs_with_views_on_the_threaded_scheduler(steps):
+    # values are held and dropped by the scheduler's loop while workers take buffers
+    _random_graph_runs(steps, threads=2)
+
+
+def _random_graph_runs(steps, threads):
     xs = mats(2)
 
     def build(a, b, lib):
@@ -94,7 +111,7 @@ def test_random_graphs_with_views_match_numpy_on_every_run(steps):
     want = [np.asarray(w) for w in build(*xs, np)]
     got_t = build(*[tl.asarray(x) for x in xs], tl)
     for _ in range(3):
-        got = tl.evaluate(*got_t)
+        got = tl.evaluate(*got_t, threads=threads)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-9)
 
