@@ -43,7 +43,7 @@ from tenloom.graph.ops import Op
 from tenloom.graph.ops_elementwise import SYMBOL
 from tenloom.graph.ops_fused import program_steps
 from tenloom.graph.ops_leaf import full_value
-from tenloom.graph.ops_sliced import path_steps
+from tenloom.graph.ops_sliced import forward_positions, path_steps
 from tenloom.graph.traverse import toposort
 from tenloom.graph.trees import (
     contraction_trees,
@@ -100,8 +100,7 @@ def _attrs_text(node: Any) -> str:
     if op is Op.FUSED:
         return f"[{len(at[0])} ops]"
     if op is Op.SLICED:
-        sweep = ", reverse sweep" if at[4] is not None else ""
-        return f"[{math.prod(size for _, size in at[2])} slices{sweep}]"
+        return f"[{math.prod(size for _, size in at[2])} slices{sweep_text(at[4])}]"
     if op in (Op.SUM, Op.PROD, Op.MAX, Op.MIN):
         return f"[axes={list(at[0])}{', keepdims' if at[1] else ''}]"
     if op is Op.CAST:
@@ -161,6 +160,13 @@ def _subscripts(text: Callable[[Sequence[int]], str], terms: Sequence, out: Sequ
     return ",".join(text(t) for t in terms) + "->" + text(out)
 
 
+def sweep_text(wrt) -> str:
+    """How a SLICED node's attrs name its derivative sweep, if it runs one."""
+    if wrt is None:
+        return ""
+    return ", forward mode" if forward_positions(wrt) is not None else ", reverse sweep"
+
+
 def sliced_lines(node: Node, names: dict[int, str]) -> list[str]:
     """The network of a SLICED node, its slicing and the pairwise tree each slice runs.
 
@@ -186,7 +192,11 @@ def sliced_lines(node: Node, names: dict[int, str]) -> list[str]:
         subscripts = _subscripts(text, (ta, tb), keep)
         lines.append(f"  s{j} = contract[{subscripts}] {names[a]} {names[b]}")
         names.append(f"s{j}")
-    if wrt is not None:
+    fwd = None if wrt is None else forward_positions(wrt)
+    if fwd is not None:
+        pairs = ", ".join(f"in{len(terms) + j} of in{k}" for j, k in enumerate(fwd))
+        lines.append(f"forward mode: the output's tangent from the tangents {pairs}")
+    elif wrt is not None:
         ops = ", ".join(f"in{k}" for k in wrt)
         lines.append(
             f"reverse sweep: cotangents of {ops} (flattened, concatenated) from the output's "

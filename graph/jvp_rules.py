@@ -186,9 +186,10 @@ def _concat(node, y, xs, ts):
 def _multilinear(node, y, xs, ts):
     """One term per operand with a tangent: the op with that operand replaced by it. Holds for
     einsum (repeated labels, hyper-indices and an operand used twice included), matmul,
-    tensordot, CONTRACT and SLICED networks (each term sliced the same way)."""
-    if node.op is Op.SLICED and node.attrs[4] is not None:
-        raise DTypeError("jvp: a sliced network's reverse sweep cannot be differentiated")
+    tensordot and CONTRACT. A SLICED network instead gets one SLICED node in forward mode
+    (graph/ops_sliced.py): per slice, the tree with the tangents carried alongside."""
+    if node.op is Op.SLICED:
+        return _sliced(node, xs, ts)
     ins = [x.node for x in xs]
     terms = []
     for k, t in enumerate(ts):
@@ -197,6 +198,18 @@ def _multilinear(node, y, xs, ts):
         replaced = ins[:k] + [t.node] + ins[k + 1 :]
         terms.append(Tensor(make_node(node.op, tuple(replaced), node.attrs)))
     return add_all(terms)
+
+
+def _sliced(node, xs, ts):
+    terms, out, sliced, path, wrt = node.attrs
+    if wrt is not None:
+        raise DTypeError("jvp: a sliced network's derivative sweep cannot be differentiated")
+    pos = tuple(k for k, t in enumerate(ts) if t is not None)
+    if not pos:
+        return None
+    ins = tuple(x.node for x in xs) + tuple(ts[k].node for k in pos)
+    attrs = (terms, out, sliced, path, tuple(-1 - k for k in pos))
+    return Tensor(make_node(Op.SLICED, ins, attrs))
 
 
 # ---- fused regions ---------------------------------------------------------------------------

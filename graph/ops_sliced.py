@@ -13,6 +13,11 @@ attrs = (terms, out, sliced, path, wrt)
   flat concatenation of the cotangents of those operands. Each slice runs the forward tree and
   its reverse sweep (two pairwise contractions per tree node, reusing the slice's forward
   intermediates), so the backward pass stays within the slice's memory too.
+  A tuple of negative numbers ``-1 - k`` is forward mode (``forward_positions``): the node has
+  one more input per such operand ``k``, its tangent (same shape), and its value is the
+  output's tangent. Each slice runs the forward tree with the tangents alongside (two pairwise
+  contractions more per tree node), so one sliced network gives the whole directional
+  derivative, not one network per operand.
 
 Everything here is pure graph-level: the per-slice network (``inner_network``) is a small graph
 of pairwise EINSUM nodes on placeholders; the NumPy reference interprets it slice by slice, and
@@ -32,6 +37,13 @@ from tenloom.graph.errors import ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind, as_array, register_op, register_vjp
+
+
+def forward_positions(wrt) -> tuple[int, ...] | None:
+    """The operands with tangents when ``wrt`` is forward mode, else None."""
+    if wrt and wrt[0] < 0:
+        return tuple(-1 - k for k in wrt)
+    return None
 
 
 def path_steps(terms, out, path) -> list[tuple]:
@@ -119,6 +131,18 @@ def inner_network(attrs: tuple, shapes: tuple, dtypes: tuple) -> InnerNetwork:
     res = pairwise_network(leaves, inner_terms, inner_out, path)
     if wrt is None:
         return InnerNetwork(Graph((res,)), tuple(leaves))
+    fwd = forward_positions(wrt)
+    if fwd is not None:
+        from tenloom.graph.autodiff import jvp_nodes
+
+        tangents = [
+            placeholder(leaves[k].shape, dtypes[len(terms) + j], name=f"slice_tangent{k}").node
+            for j, k in enumerate(fwd)
+        ]
+        (tan,) = jvp_nodes([res], [leaves[k] for k in fwd], tangents)
+        if tan is None:
+            tan = zeros(res.shape, res.dtype).node
+        return InnerNetwork(Graph((tan,)), (*leaves, *tangents))
     ct = placeholder(res.shape, dtypes[len(terms)], name="slice_cotangent").node
     grads = vjp_nodes([res], [leaves[k] for k in wrt], [ct])
     outs = tuple(
@@ -134,13 +158,18 @@ def inner_for(node: Node) -> InnerNetwork:
     )
 
 
-def slice_peak_bytes(attrs: tuple, shapes, itemsize: int, reverse: bool | None = None) -> int:
+def slice_peak_bytes(attrs: tuple, shapes, itemsize: int, reverse: bool | str | None = None) -> int:
     """Predicted peak bytes of one slice: its live intermediates, plus room at each step for
     contiguous copies of both operands and of the result (a GEMM on views or in another index
     order copies). For a reverse sweep (``reverse``, default: the node is one) every forward
-    intermediate stays alive, with cotangents and their copies on top."""
+    intermediate stays alive, with cotangents and their copies on top; in forward mode each
+    intermediate's tangent lives beside it."""
     terms, out, sliced, path, wrt = attrs
-    reverse = wrt is not None if reverse is None else reverse
+    if reverse is None:
+        forward = forward_positions(wrt) is not None
+        reverse = wrt is not None and not forward
+    else:  # the slicing pass asks for a sweep to come: True (reverse) or "forward"
+        forward, reverse = reverse == "forward", reverse is True
     cut = {lab for lab, _ in sliced}
     sizes = label_sizes(shapes, terms)
     inner = [tuple(lab for lab in t if lab not in cut) for t in terms]
@@ -161,13 +190,16 @@ def slice_peak_bytes(attrs: tuple, shapes, itemsize: int, reverse: bool | None =
         kept.append(keep)
     if reverse:
         peak = max(peak, total + 4 * biggest)
+    elif forward:  # each intermediate's tangent lives beside it, plus the two terms of the next
+        peak = 3 * peak
     return peak * itemsize
 
 
 def _infer(inputs, attrs):
     terms, out, sliced, path, wrt = attrs
     n = len(terms)
-    expected = n + (wrt is not None)
+    fwd = forward_positions(wrt)
+    expected = n + (0 if wrt is None else len(fwd) if fwd is not None else 1)
     if len(inputs) != expected:
         raise ShapeError(f"sliced: {len(inputs)} operands for a network of {expected}")
     sizes: dict = {}
@@ -194,6 +226,16 @@ def _infer(inputs, attrs):
     dtype = np.result_type(*[x.dtype for x in inputs])
     if wrt is None:
         return tuple(sizes[lab] for lab in out), dtype
+    if fwd is not None:
+        if any(not 0 <= k < n for k in fwd) or len(set(fwd)) != len(fwd):
+            raise ShapeError(f"sliced: tangents of operands {fwd} outside 0..{n - 1} or repeated")
+        for j, k in enumerate(fwd):
+            if inputs[n + j].shape != inputs[k].shape:
+                raise ShapeError(
+                    f"sliced: tangent {fmt_shape(inputs[n + j].shape)} of operand {k} of shape "
+                    f"{fmt_shape(inputs[k].shape)}"
+                )
+        return tuple(sizes[lab] for lab in out), dtype
     ct = inputs[n]
     if ct.shape != tuple(sizes[lab] for lab in out):
         raise ShapeError(f"sliced: cotangent shape {fmt_shape(ct.shape)} does not match output")
@@ -218,7 +260,7 @@ def output_views(attrs: tuple, acc, shapes) -> list:
     """Where each inner output accumulates, as views of the result buffer ``acc`` (with the
     term that labels it)."""
     terms, out, sliced, path, wrt = attrs
-    if wrt is None:
+    if wrt is None or forward_positions(wrt) is not None:
         return [(acc, out)]
     views, off = [], 0
     for k in wrt:
@@ -229,10 +271,15 @@ def output_views(attrs: tuple, acc, shapes) -> list:
 
 
 def slice_feed(attrs: tuple, arrays, values: dict) -> list:
-    """The operands of one slice (views), and the cotangent's slice for a reverse sweep."""
+    """The operands of one slice (views), and the cotangent's slice for a reverse sweep or the
+    tangents' slices in forward mode."""
     terms, out, sliced, path, wrt = attrs
     feed = [a[slice_index(t, values)] for a, t in zip(arrays, terms)]
-    if wrt is not None:
+    fwd = None if wrt is None else forward_positions(wrt)
+    if fwd is not None:  # each tangent sliced as its operand
+        n = len(terms)
+        feed += [arrays[n + j][slice_index(terms[k], values)] for j, k in enumerate(fwd)]
+    elif wrt is not None:
         feed.append(arrays[len(terms)][slice_index(out, values)])
     return feed
 
@@ -266,7 +313,7 @@ def _vjp(node, y, xs, g):
 
     terms, out, sliced, path, wrt = node.attrs
     if wrt is not None:
-        raise DTypeError("vjp: a sliced network's reverse sweep cannot be differentiated again")
+        raise DTypeError("vjp: a sliced network's derivative sweep cannot be differentiated again")
     pos = tuple(k for k, x in enumerate(xs) if differentiable(x.dtype))
     if not pos:
         return tuple(None for _ in xs)

@@ -215,10 +215,10 @@ def _check_sliced(ins, at, op):
         read |= set(pair)
     if n and read != set(range(n + len(path) - 1)):
         raise BadFormat(f"sliced: path {path} leaves operands uncontracted")
-    if wrt is not None:
-        k = _ints(wrt, "sliced: wrt", 0, n)
-        if len(set(k)) != len(k):
-            raise BadFormat(f"sliced: wrt {wrt} repeats an operand")
+    if wrt is not None:  # operand positions (reverse sweep), or -1 - position (forward mode)
+        k = _ints(wrt, "sliced: wrt", -n, n)
+        if len(set(k)) != len(k) or not k or (min(k) < 0 <= max(k)):
+            raise BadFormat(f"sliced: wrt {wrt} repeats an operand or mixes the two modes")
 
 
 CHECKS: dict[Op, Callable] = {

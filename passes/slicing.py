@@ -56,12 +56,13 @@ def slice_to_fit(
     itemsize: int,
     limit: int,
     progress: bool = False,
-    reverse: bool = False,
+    reverse: bool | str = False,
     workers: int = 1,
 ):
     """``(sliced, path)`` making the network's per-slice peak plus its output fit ``limit``;
     ``None`` when it fits unsliced. Raises MemoryLimitError when no slicing can fit. With
-    ``reverse``, the slices must also hold the network's reverse sweep (gradients). With
+    ``reverse``, the slices must also hold the network's reverse sweep (gradients); with
+    ``"forward"``, its forward-mode tangents. With
     ``workers`` > 1 (threads sharing one memory), that many slices and accumulators must fit
     at once, as far as slicing can make them; fewer then run at once (runtime/sliced.py)."""
     shapes = [tuple(sizes[lab] for lab in t) for t in terms]

@@ -52,11 +52,11 @@ GRAD_OPTIONS = ("optimize", "memory_limit", "cache_dir")
 
 
 def _pre_options(
-    opts: dict[str, Any], what: str = "grad", reverse_sweep: bool = True
+    opts: dict[str, Any], what: str = "grad", reverse_sweep: bool | str = True
 ) -> dict[str, Any]:
     """Options of the pre-pass: the order search, and ``memory_limit`` (a network whose tree
     does not fit is sliced; with ``reverse_sweep`` its slices leave room for the reverse sweep,
-    which then runs slice by slice too)."""
+    which then runs slice by slice too; ``"forward"``: room for the tangents of forward mode)."""
     for k in opts:
         if k not in GRAD_OPTIONS:
             raise TypeError(
@@ -67,7 +67,7 @@ def _pre_options(
 
         opts = {**opts, "memory_limit": parse_bytes(opts["memory_limit"])}
         if reverse_sweep:
-            opts["reverse_sweep"] = True
+            opts["reverse_sweep"] = reverse_sweep
     return opts
 
 
@@ -137,14 +137,15 @@ def jvp(outputs: Any, inputs: Any, tangents: Any, **opts: Any) -> Any:
     differentiated through its chosen tree: each tree node's tangent is two pairwise
     contractions (one per child with a tangent) reusing the forward intermediates. Outputs that
     do not depend on the inputs get a symbolic zero. ``optimize=`` chooses the trees' search;
-    ``memory_limit=`` slices networks whose tree does not fit, and their tangents are networks
-    sliced the same way."""
+    ``memory_limit=`` slices networks whose tree does not fit (leaving room for the tangents),
+    and each one's tangent is one network sliced the same way that carries the tangents through
+    the tree slice by slice."""
     outs, single_out = _as_list(outputs)
     ins, _ = _as_list(inputs)
     tans, _ = _as_list(tangents)
     tan_nodes = _lift_matching("jvp", "tangent", tans, "input", ins)
     graph = Graph(tuple(api.lift(t, "jvp") for t in (*outs, *ins)))
-    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(opts, "jvp", reverse_sweep=False))
+    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(opts, "jvp", reverse_sweep="forward"))
     outs_n = pre.outputs[: len(outs)]
     ins_n = pre.outputs[len(outs) :]
     result = []

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tenloom.graph.dump import _attrs_text, einsum_text
+from tenloom.graph.dump import _attrs_text, einsum_text, sweep_text
 from tenloom.graph.errors import TenloomError
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
@@ -173,8 +173,7 @@ def _attrs(node: Any) -> str:
     elif node.op is Op.FUSED:
         text = f"[{len(node.attrs[0])} ops]"
     elif node.op is Op.SLICED:
-        sweep = ", reverse sweep" if node.attrs[4] is not None else ""
-        text = f"[{n_slices(node.attrs)} slices{sweep}]"
+        text = f"[{n_slices(node.attrs)} slices{sweep_text(node.attrs[4])}]"
     else:
         text = _attrs_text(node)
     return text if len(text) <= _ATTR_WIDTH else text[: _ATTR_WIDTH - 4] + "...]"
@@ -342,7 +341,7 @@ class _Tree:
 
 def _trees(graph: Graph) -> list[_Tree]:
     """The contraction trees of the optimized graph: those of its pairwise contractions, then
-    the per-slice tree of each SLICED network (``memory_limit``; reverse sweeps left out)."""
+    the per-slice tree of each SLICED network (``memory_limit``; derivative sweeps left out)."""
     index = {id(n): k for k, n in enumerate(graph.order)}
     main = lambda n: f"%{index[id(n)]}"
     out = []

@@ -214,6 +214,23 @@ def test_sliced_reverse_sweep_says_so():
     )
 
 
+def test_sliced_forward_mode_says_so():
+    x = tl.placeholder((8, 8), name="x")
+    w = tl.placeholder((8, 8), name="w")
+    tx = tl.placeholder((8, 8), name="tx")
+    limit = 8 * 8 * 8 * 2
+    t = tl.jvp(tl.trace(x @ w @ x @ w), [x], [tx], optimize="greedy", memory_limit=limit)
+    text = tl.dump(t, optimized=True, optimize="greedy", memory_limit=limit)
+    fwd = [n for n in parse(text) if n[1] == "sliced" and "forward mode" in n[2]]
+    (sliced,) = fwd
+    _, _, attrs, args, extra = sliced
+    assert re.fullmatch(r"\[\d+ slices, forward mode\]", attrs)
+    assert extra[0] == "network ab,bc,cd,da-> (4 tensors)" and len(args) == 6
+    assert (
+        extra[-1] == "forward mode: the output's tangent from the tangents in4 of in0, in5 of in2"
+    )
+
+
 def test_plan_dump_shows_the_same_structure():
     x = tl.placeholder((6, 6), name="x")
     y = tl.tanh(x @ x @ x) * 2.0 + 1.0

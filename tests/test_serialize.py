@@ -288,6 +288,32 @@ def test_loaded_plan_runs_without_search_and_keeps_trees_and_fused_regions(tmp_p
     assert loaded.inputs[0] is x.node and loaded.inputs[1] is m.node
 
 
+def test_sliced_forward_mode_plan_round_trips(tmp_path):
+    rng = np.random.default_rng(4)
+    x = tl.placeholder((6, 6), name="x")
+    tx = tl.placeholder((6, 6), name="tx")
+    w = tl.asarray(rng.standard_normal((6, 6)))
+    t = tl.jvp(tl.trace(x @ w @ x @ w), [x], [tx], optimize="greedy", memory_limit=6 * 6 * 6 * 2)
+    plan = tl.compile([t], inputs=[x, tx], optimize="greedy", memory_limit=6 * 6 * 6 * 2)
+    fwd = [n for n in plan.optimized.order if n.op is Op.SLICED and n.attrs[4] is not None]
+    assert fwd and all(k < 0 for k in fwd[0].attrs[4])
+    plan.save(tmp_path / "j.json")
+    loaded = tl.load(tmp_path / "j.json")
+    xs, ts = rng.standard_normal((6, 6)), rng.standard_normal((6, 6))
+    assert_same_results(plan(xs, ts), loaded(xs, ts), "forward-mode sliced plan")
+    wm = np.asarray(tl.evaluate(w)[0])
+    f = lambda a: np.trace(a @ wm @ a @ wm)  # noqa: E731
+    np.testing.assert_allclose(
+        plan(xs, ts)[0], (f(xs + 1e-6 * ts) - f(xs - 1e-6 * ts)) / 2e-6, rtol=1e-6
+    )
+    # a wrt that mixes the reverse and forward encodings is refused
+    doc = json.loads((tmp_path / "j.json").read_text())
+    node = next(n for n in doc["nodes"] if n.get("op") == "sliced" and n["attrs"][4] is not None)
+    node["attrs"][4] = [0, -2]
+    with pytest.raises(tl.GraphFormatError, match="mixes the two modes"):
+        tl.load(write_case(tmp_path, doc))
+
+
 def test_sliced_plan_keeps_its_slicing(tmp_path):
     rng = np.random.default_rng(3)
     x = tl.placeholder((8, 8, 8), name="x")

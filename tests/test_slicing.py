@@ -188,6 +188,58 @@ def test_sliced_gradient_equals_unsliced_and_stays_within_the_limit(dtype):
         np.testing.assert_allclose(g, p, rtol=1e-9, atol=1e-12 * np.abs(p).max())
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_sliced_jvp_is_one_forward_mode_network_within_the_limit(dtype):
+    from tenloom.graph.ops_sliced import forward_positions
+    from tenloom.passes.cost import graph_flops
+
+    arrays, args = lattice(4, 5, 5, dtype=dtype, seed=5)
+    tensors = args[0:-1:2]
+    rng = np.random.default_rng(6)
+    tangents = []
+    for a in arrays:
+        t = rng.standard_normal(a.shape)
+        if np.dtype(dtype).kind == "c":
+            t = t + 1j * rng.standard_normal(a.shape)
+        tangents.append(tl.asarray(t.astype(dtype)))
+    y = tl.einsum(*args)
+    plain = tl.evaluate(tl.jvp(y, tensors, tangents, optimize="greedy"), optimize="greedy")[0]
+    _, unsliced_peak = traced_peak(lambda: y.evaluate(optimize="greedy"))
+    limit = unsliced_peak // 2
+    t = tl.jvp(y, tensors, tangents, optimize="greedy", memory_limit=limit)
+    nodes = [n for n in toposort([t.node]) if n.op is Op.SLICED]
+    forward = [n for n in nodes if forward_positions(n.attrs[4]) is not None]
+    assert len(forward) == 1 and len(nodes) <= 2  # not one sliced network per operand
+    assert forward[0].attrs[4] == tuple(-1 - k for k in range(len(tensors)))
+    # one tangent sweep, a small multiple of the forward network: far below one sliced network
+    # per operand (20 of them)
+    opts = {"optimize": "greedy", "memory_limit": limit}
+    graph = ev.optimize_graph(ev.build_graph((t,)), opts)
+    value = ev.optimize_graph(ev.build_graph((y,)), opts)
+    assert graph_flops(graph) <= 0.4 * len(tensors) * graph_flops(value)
+    tl.evaluate(t, optimize="greedy", memory_limit=limit)
+    got, peak = traced_peak(lambda: tl.evaluate(t, optimize="greedy", memory_limit=limit)[0])
+    assert peak <= limit, (peak, limit)
+    np.testing.assert_allclose(got, plain, rtol=1e-9, atol=1e-12 * abs(plain))
+    # finite differences along the tangents
+    eps = 1e-6
+    shifted = [
+        tl.asarray(a + eps * np.asarray(tl.evaluate(tg)[0]).astype(dtype))
+        for a, tg in zip(arrays, tangents)
+    ]
+    up = tl.einsum(*[x for pair in zip(shifted, args[1::2]) for x in pair], [])
+    fd = (complex(up.evaluate()) - complex(y.evaluate())) / eps
+    assert abs(complex(got) - fd) <= 1e-4 * max(1.0, abs(fd))
+
+
+def test_a_forward_mode_network_cannot_be_differentiated_again():
+    arrays, args = lattice(3, 3, 3, seed=2)
+    tensors = args[0:-1:2]
+    t = tl.jvp(tl.einsum(*args), tensors, tensors, optimize="greedy", memory_limit=2000)
+    with pytest.raises(tl.DTypeError, match="derivative sweep"):
+        tl.grad(t, tensors)
+
+
 # ---- Dask -------------------------------------------------------------------------------------
 
 
