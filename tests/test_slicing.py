@@ -203,8 +203,10 @@ def test_sliced_jvp_is_one_forward_mode_network_within_the_limit(dtype):
             t = t + 1j * rng.standard_normal(a.shape)
         tangents.append(tl.asarray(t.astype(dtype)))
     y = tl.einsum(*args)
-    plain = tl.evaluate(tl.jvp(y, tensors, tangents, optimize="greedy"), optimize="greedy")[0]
-    _, unsliced_peak = traced_peak(lambda: y.evaluate(optimize="greedy"))
+    # host memory (tracemalloc): pinned to the CPU whatever device the suite runs on
+    cpu = {"device": "cpu", "optimize": "greedy"}
+    plain = tl.evaluate(tl.jvp(y, tensors, tangents, optimize="greedy"), **cpu)[0]
+    _, unsliced_peak = traced_peak(lambda: y.evaluate(**cpu))
     limit = unsliced_peak // 2
     t = tl.jvp(y, tensors, tangents, optimize="greedy", memory_limit=limit)
     nodes = [n for n in toposort([t.node]) if n.op is Op.SLICED]
@@ -217,8 +219,8 @@ def test_sliced_jvp_is_one_forward_mode_network_within_the_limit(dtype):
     graph = ev.optimize_graph(ev.build_graph((t,)), opts)
     value = ev.optimize_graph(ev.build_graph((y,)), opts)
     assert graph_flops(graph) <= 0.4 * len(tensors) * graph_flops(value)
-    tl.evaluate(t, optimize="greedy", memory_limit=limit)
-    got, peak = traced_peak(lambda: tl.evaluate(t, optimize="greedy", memory_limit=limit)[0])
+    tl.evaluate(t, memory_limit=limit, **cpu)
+    got, peak = traced_peak(lambda: tl.evaluate(t, memory_limit=limit, **cpu)[0])
     assert peak <= limit, (peak, limit)
     np.testing.assert_allclose(got, plain, rtol=1e-9, atol=1e-12 * abs(plain))
     # finite differences along the tangents
