@@ -14,10 +14,11 @@ Re(conj(x) t) / |x|. Subgradients match the VJP rules: ``abs`` and ``sign`` use 
 first operand on ties; reductions ``max``/``min`` average the tangent over tied elements;
 ``where`` ignores its condition; ``prod`` divides by the input (undefined where it is 0).
 
-Multilinear ops (einsum, matmul, tensordot, CONTRACT, SLICED) get one term per operand that has
-a tangent: the same op with that operand replaced by its tangent. For a pairwise contraction
-tree (after the order pass) that is two pairwise contractions per tree node; a SLICED network
-gives SLICED networks with the same slicing. FUSED regions chain their steps' rules.
+Multilinear ops (einsum, matmul, tensordot, CONTRACT) get one term per operand that has a
+tangent: the same op with that operand replaced by its tangent. For a pairwise contraction tree
+(after the order pass) that is two pairwise contractions per tree node. A SLICED network gives
+one SLICED node in forward mode, the same slicing carrying the tangents through the tree slice
+by slice. FUSED regions chain their steps' rules.
 """
 
 from __future__ import annotations
