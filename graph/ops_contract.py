@@ -199,21 +199,22 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, 
     c_shape = tuple(sizes[lab] for lab in natural)
     pc = tuple(natural.index(lab) for lab in out)
     pc = None if pc == tuple(range(len(pc))) else pc
-    matmul, dot = np.matmul, np.dot
+    # plain GEMM (np.dot takes transposed views straight to BLAS) or batched (np.matmul)
+    gemm = np.dot if nb == 1 else np.matmul
+    a_mat, b_mat = ((nl, nk), (nk, nr)) if nb == 1 else ((nb, nl, nk), (nb, nk, nr))
+    c_mat = a_mat[:-1] + (nr,)
 
-    def run(a, b):
+    def grouped(a, b):
+        """The operands with lone labels summed and axes in GEMM order (views)."""
         if a_only:  # keep the dtype, as einsum does (NumPy's sum would promote ints)
             a = a.sum(axis=a_only, dtype=a.dtype)
         if b_only:
             b = b.sum(axis=b_only, dtype=b.dtype)
-        if pa is not None:
-            a = a.transpose(pa)
-        if pb is not None:
-            b = b.transpose(pb)
-        if nb == 1:  # plain GEMM: np.dot takes transposed views straight to BLAS
-            c = dot(a.reshape(nl, nk), b.reshape(nk, nr)).reshape(c_shape)
-        else:
-            c = matmul(a.reshape(nb, nl, nk), b.reshape(nb, nk, nr)).reshape(c_shape)
+        return (a if pa is None else a.transpose(pa)), (b if pb is None else b.transpose(pb))
+
+    def run(a, b):
+        a, b = grouped(a, b)
+        c = gemm(a.reshape(a_mat), b.reshape(b_mat)).reshape(c_shape)
         return c if pc is None else c.transpose(pc)
 
     if buffers is None or dtype is None or np.lib.NumpyVersion(np.__version__) < "2.1.0":
@@ -222,23 +223,11 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, 
     dt, n_out = np.dtype(dtype), nb * nl * nr
 
     def run_into(a, b):
-        if a_only:
-            a = a.sum(axis=a_only, dtype=a.dtype)
-        if b_only:
-            b = b.sum(axis=b_only, dtype=b.dtype)
-        if pa is not None:
-            a = a.transpose(pa)
-        if pb is not None:
-            b = b.transpose(pb)
+        a, b = grouped(a, b)
         c = take(n_out, dt)
-        if nb == 1:
-            a2, ta = _as_matrix(a, (nl, nk), buffers)
-            b2, tb = _as_matrix(b, (nk, nr), buffers)
-            dot(a2, b2, out=c.reshape(nl, nr))
-        else:
-            a2, ta = _as_matrix(a, (nb, nl, nk), buffers)
-            b2, tb = _as_matrix(b, (nb, nk, nr), buffers)
-            matmul(a2, b2, out=c.reshape(nb, nl, nr))
+        a2, ta = _as_matrix(a, a_mat, buffers)
+        b2, tb = _as_matrix(b, b_mat, buffers)
+        gemm(a2, b2, out=c.reshape(c_mat))
         if ta is not None:
             give(ta)
         if tb is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
+from tenloom.runtime.buffers import POOL_MIN_BYTES, POOLING, Arena
 
 
 @dataclass
@@ -39,8 +40,6 @@ class Program:
 
     def arena(self):
         """An arena for one run (the last run's, when no other run holds it), or None."""
-        from tenloom.runtime.buffers import POOLING, Arena
-
         if not self.pooled or not POOLING.get():
             return None
         with self.lock:
@@ -79,8 +78,6 @@ def compile_program(graph: Graph, backend: Any) -> Program:
                 tuple(dict.fromkeys(frees.get(k, ()))),
             )
         )
-    from tenloom.runtime.buffers import POOL_MIN_BYTES
-
     pooled = any(
         s.kernel is not None and s.node.nbytes >= POOL_MIN_BYTES and s.out not in keep
         for s in steps

@@ -67,28 +67,22 @@ OPS = [
     lambda x, y: (x * y).reshape((N // 2, 2 * N)).reshape((N, N)),
     lambda x, y: tl.einsum("ij,jk->ki", x, y) * 0.5,
 ]
+# a random graph: steps (op, operand, operand), operands counted among the values so far
+STEPS = st.lists(
+    st.tuples(st.integers(0, len(OPS) - 1), st.integers(0, 9), st.integers(0, 9)),
+    min_size=1,
+    max_size=8,
+)
 
 
 @settings(max_examples=60)
-@given(
-    st.lists(
-        st.tuples(st.integers(0, len(OPS) - 1), st.integers(0, 9), st.integers(0, 9)),
-        min_size=1,
-        max_size=8,
-    )
-)
+@given(STEPS)
 def test_random_graphs_with_views_match_numpy_on_every_run(steps):
     _random_graph_runs(steps, threads=1)
 
 
 @settings(max_examples=30)
-@given(
-    st.lists(
-        st.tuples(st.integers(0, len(OPS) - 1), st.integers(0, 9), st.integers(0, 9)),
-        min_size=1,
-        max_size=8,
-    )
-)
+@given(STEPS)
 def test_random_graphs_with_views_on_the_threaded_scheduler(steps):
     # values are held and dropped by the scheduler's loop while workers take buffers
     _random_graph_runs(steps, threads=2)
