@@ -9,6 +9,13 @@ free. Each contraction picks the group orders (from operand a's or b's memory or
 the fewest bytes of copies, and leaves its result in the GEMM's natural layout (batch, left,
 right): consumers are told that layout and choose their own groups to match, so chains of
 contractions run without transposing copies. Copies that remain are counted.
+
+The reverse sweep mirrors the forward one. A pairwise einsum (g, x) -> y where x is an operand
+of a forward contraction f, g has f's shape and y the shape of f's other operand (the
+cotangent of that operand: dA = dC . B) keeps f's groups, and writes its result in the memory
+order of the primal it differentiates. Its cotangent operand then arrives in the order of f's
+result, so it reads both operands through the same views f did: the backward copies only what
+the forward copied, and its GEMMs have the forward's shapes.
 """
 
 from __future__ import annotations
@@ -108,34 +115,89 @@ def natural_layout(node: Node) -> tuple[int, ...] | None:
     return tuple(out.index(lab) for lab in batch + left + right)
 
 
+def _mirror(g: Node, tg: tuple, x: Node, tx: tuple, out: tuple, forwards: dict) -> tuple | None:
+    """When the pairwise einsum (g, x) -> out is a reverse-sweep partner of a lowered forward
+    CONTRACT f that reads x (see the module docstring), its groups (batch, left, contracted,
+    right) for operands (g, x), in its own labels, and the memory order of the primal it
+    differentiates (f's other operand); else None. Labels match f's positionally: g's with
+    f's result, x's with f's operand, out's with f's other operand."""
+    so, sg, sx = set(out), set(tg), set(tx)
+    actual = (sg & sx & so, (sg & so) - sx, (sg & sx) - so, (sx & so) - sg)
+    for f in forwards.get(id(x), ()):
+        ta, tb, f_out, batch, left, con, right = f.attrs
+        if g.shape != f.shape:
+            continue
+        for j, (fx, t_fx) in enumerate(zip(f.inputs, (ta, tb))):
+            other, t_other = (f.inputs[1], tb) if j == 0 else (f.inputs[0], ta)
+            if fx is not x or len(t_fx) != len(tx) or len(t_other) != len(out):
+                continue
+            m: dict = {}
+            pairs = zip(f_out + t_fx + t_other, tg + tx + out)
+            if any(m.setdefault(fl, el) != el for fl, el in pairs):
+                continue
+            if len(set(m.values())) != len(m):
+                continue
+            groups = tuple(
+                tuple(m[lab] for lab in grp)
+                for grp in ((batch, left, right, con) if j == 1 else (batch, right, left, con))
+            )
+            if [set(grp) for grp in groups] != list(actual):
+                continue
+            return groups, tuple(m[lab] for lab in memory_labels(t_other, natural_layout(other)))
+    return None
+
+
 def _lower(
-    graph: Graph, flip: set[int], layouts: dict[int, tuple] | None = None
+    graph: Graph,
+    flip: set[int],
+    layouts: dict[int, tuple] | None = None,
+    mirrored: set[int] | None = None,
 ) -> tuple[dict[int, Node], dict]:
     """One lowering sweep; pairwise einsums whose id is in ``flip`` swap their operands, so
     that their result is laid out (batch, right, left) instead of (batch, left, right), and
-    those in ``layouts`` copy their result once into the memory order given there."""
+    those in ``layouts`` copy their result once into the memory order given there. Reverse
+    sweep partners of forward contractions mirror them (``_mirror``; ``flip`` does not apply);
+    their ids (of the original nodes) are added to ``mirrored``."""
     layouts = layouts or {}
+    mirrored = set() if mirrored is None else mirrored
     new: dict[int, Node] = {}
+    forwards: dict[int, list[Node]] = {}  # id(lowered operand) -> CONTRACTs reading it
     stats = {"contractions": 0, "permutation_copies": 0, "copied_bytes": 0, "layouts": 0}
-    stats["transposes_folded"] = 0
+    stats["transposes_folded"] = stats["mirrored"] = 0
     for node in graph.order:
         ins = tuple(new[id(i)] for i in node.inputs)
         res = None
         if node.op is Op.EINSUM and len(ins) == 2:
             (ta, tb), out = node.attrs
             if len(set(ta)) == len(ta) and len(set(tb)) == len(tb):
-                if id(node) in flip:
-                    ins, ta, tb = (ins[1], ins[0]), tb, ta
-                (a, ta2), (b, tb2) = _fold_transpose(ins[0], ta), _fold_transpose(ins[1], tb)
-                stats["transposes_folded"] += (a is not ins[0]) + (b is not ins[1])
-                sizes = dict(zip(ta2, a.shape))
-                sizes.update(zip(tb2, b.shape))
-                mem_a = memory_labels(ta2, natural_layout(a))
-                mem_b = memory_labels(tb2, natural_layout(b))
-                groups, n_copies, n_bytes = plan_contraction(
-                    ta2, tb2, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes
-                )
-                res = make_node(Op.CONTRACT, (a, b), (ta2, tb2, tuple(out), *groups))
+                mirror = None
+                for s in (0, 1):  # either operand may be the cotangent
+                    (g, tg), (x, tx) = (
+                        _fold_transpose(ins[s], (ta, tb)[s]),
+                        _fold_transpose(ins[1 - s], (ta, tb)[1 - s]),
+                    )
+                    mirror = _mirror(g, tg, x, tx, tuple(out), forwards)
+                    if mirror is not None:
+                        break
+                if mirror is not None:
+                    res, n_copies, n_bytes = _mirrored(g, tg, x, tx, tuple(out), *mirror)
+                    mirrored.add(id(node))
+                    stats["mirrored"] += 1
+                else:
+                    if id(node) in flip:
+                        ins, ta, tb = (ins[1], ins[0]), tb, ta
+                    (a, ta2), (b, tb2) = _fold_transpose(ins[0], ta), _fold_transpose(ins[1], tb)
+                    stats["transposes_folded"] += (a is not ins[0]) + (b is not ins[1])
+                    sizes = dict(zip(ta2, a.shape))
+                    sizes.update(zip(tb2, b.shape))
+                    mem_a = memory_labels(ta2, natural_layout(a))
+                    mem_b = memory_labels(tb2, natural_layout(b))
+                    groups, n_copies, n_bytes = plan_contraction(
+                        ta2, tb2, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes
+                    )
+                    res = make_node(Op.CONTRACT, (a, b), (ta2, tb2, tuple(out), *groups))
+                for x in dict.fromkeys(res.inputs):
+                    forwards.setdefault(id(x), []).append(res)
                 stats["contractions"] += 1
                 stats["permutation_copies"] += n_copies
                 stats["copied_bytes"] += n_bytes
@@ -156,15 +218,42 @@ def _lower(
     return new, stats
 
 
-def _copy_bytes(node: Node, layouts: dict[int, tuple]) -> int:
-    """Bytes a CONTRACT would copy if its operands had the given memory layouts."""
+def _mirrored(g, tg, x, tx, out, groups, target) -> tuple[Node, int, int]:
+    """The CONTRACT of a reverse-sweep partner with the forward's groups; of its two
+    orientations, (g, x) -> (batch, left, right) or (x, g) -> (batch, right, left), the one
+    whose result lies in the primal's memory order ``target`` (else the first)."""
+    batch, left, con, right = groups
+    sizes = dict(zip(tg, g.shape))
+    sizes.update(zip(tx, x.shape))
+
+    def big(labels):
+        return tuple(lab for lab in labels if sizes.get(lab, 1) != 1)
+
+    if big(batch + right + left) == big(target) != big(batch + left + right):
+        a, ta, b, tb, groups = x, tx, g, tg, (batch, right, con, left)
+    else:
+        a, ta, b, tb = g, tg, x, tx
+    res = make_node(Op.CONTRACT, (a, b), (ta, tb, out, *groups))
+    n_bytes = _copy_bytes(res, {}, fixed=True)
+    return res, (n_bytes > 0) + (n_bytes > max(a.nbytes, b.nbytes)), n_bytes
+
+
+def _copy_bytes(node: Node, layouts: dict[int, tuple], fixed: bool = False) -> int:
+    """Bytes a CONTRACT would copy if its operands had the given memory layouts: with its
+    groups chosen again, or (``fixed``, a reverse-sweep mirror) with the groups it has."""
     a, b = node.inputs
-    ta, tb, out = node.attrs[0], node.attrs[1], node.attrs[2]
+    ta, tb, out, batch, left, con, right = node.attrs
     sizes = dict(zip(ta, a.shape))
     sizes.update(zip(tb, b.shape))
     mem_a = memory_labels(ta, layouts.get(id(a), natural_layout(a)))
     mem_b = memory_labels(tb, layouts.get(id(b), natural_layout(b)))
-    return plan_contraction(ta, tb, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes)[2]
+    if not fixed:
+        return plan_contraction(ta, tb, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes)[2]
+    mem_a = tuple(lab for lab in mem_a if lab in tb or lab in out)
+    mem_b = tuple(lab for lab in mem_b if lab in ta or lab in out)
+    ok_a = groups_are_views(mem_a, [batch, left, con], sizes, batch)
+    ok_b = groups_are_views(mem_b, [batch, con, right], sizes, batch)
+    return (0 if ok_a else a.nbytes) + (0 if ok_b else b.nbytes)
 
 
 def _flipped_layout(node: Node) -> tuple[int, ...]:
@@ -172,13 +261,14 @@ def _flipped_layout(node: Node) -> tuple[int, ...]:
     return tuple(out.index(lab) for lab in batch + right + left)
 
 
-def _choose_flips(graph: Graph, new: dict[int, Node]) -> set[int]:
+def _choose_flips(graph: Graph, new: dict[int, Node], mirrored: set[int]) -> set[int]:
     """Pick, producer by producer in order, the result layout (batch, left, right) or (batch,
-    right, left) that makes its consuming contractions copy fewer bytes."""
+    right, left) that makes its consuming contractions copy fewer bytes. Reverse-sweep mirrors
+    (ids in ``mirrored``) follow their forward contractions and are left out on both sides."""
     users: dict[int, list[Node]] = {}
     for node in graph.order:
         low = new[id(node)]
-        if low.op is Op.CONTRACT:
+        if low.op is Op.CONTRACT and id(node) not in mirrored:
             for x in low.inputs:
                 users.setdefault(id(x), []).append(low)
     layouts: dict[int, tuple] = {}
@@ -186,7 +276,7 @@ def _choose_flips(graph: Graph, new: dict[int, Node]) -> set[int]:
     for node in graph.order:
         low = new[id(node)]
         consumers = users.get(id(low), [])
-        if low.op is not Op.CONTRACT or not consumers:
+        if low.op is not Op.CONTRACT or not consumers or id(node) in mirrored:
             continue
         keep = sum(_copy_bytes(c, layouts) for c in consumers)
         layouts[id(low)] = _flipped_layout(low)
@@ -209,14 +299,17 @@ def _wanted_layout(consumer: Node, x: Node) -> tuple[int, ...] | None:
     return None
 
 
-def _choose_layouts(graph: Graph, new: dict[int, Node]) -> dict[int, tuple]:
+def _choose_layouts(graph: Graph, new: dict[int, Node], mirrored: set[int]) -> dict[int, tuple]:
     """Results that several contractions each copy (a forward intermediate read again by the
     reverse sweep, a cotangent read by two sibling contractions): copy once into the order
     they want, where one copy of the result costs fewer bytes than theirs."""
     users: dict[int, list[Node]] = {}
+    fixed: set[int] = set()  # lowered mirrors: their groups stay
     for node in graph.order:
         low = new[id(node)]
         if low.op is Op.CONTRACT:
+            if id(node) in mirrored:
+                fixed.add(id(low))
             for x in dict.fromkeys(low.inputs):
                 users.setdefault(id(x), []).append(low)
     chosen: dict[int, tuple] = {}
@@ -225,7 +318,7 @@ def _choose_layouts(graph: Graph, new: dict[int, Node]) -> dict[int, tuple]:
         consumers = users.get(id(low), [])
         if low.op is not Op.CONTRACT or len(consumers) < 2:
             continue
-        now = sum(_copy_bytes(c, {}) for c in consumers)
+        now = sum(_copy_bytes(c, {}, id(c) in fixed) for c in consumers)
         if now <= low.nbytes:
             continue
         best, best_cost = None, now
@@ -233,7 +326,9 @@ def _choose_layouts(graph: Graph, new: dict[int, Node]) -> dict[int, tuple]:
             want = _wanted_layout(c, low)
             if want is None or want == natural_layout(low):
                 continue
-            cost = low.nbytes + sum(_copy_bytes(d, {id(low): want}) for d in consumers)
+            cost = low.nbytes + sum(
+                _copy_bytes(d, {id(low): want}, id(d) in fixed) for d in consumers
+            )
             if cost < best_cost:
                 best, best_cost = want, cost
         if best is not None:
@@ -246,14 +341,15 @@ def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
     """Lower pairwise EINSUMs to copy-free CONTRACTs (see the module docstring): one sweep,
     then each result's orientation is chosen for its consumers, and results that several
     consumers would each copy are copied once (LAYOUT); the graph is lowered again each time."""
-    new, stats = _lower(graph, set())
+    mirrored: set[int] = set()
+    new, stats = _lower(graph, set(), mirrored=mirrored)
     if not stats["contractions"]:
         ctx.record("eliminate_permutations", **stats)
         return graph
-    flip = _choose_flips(graph, new)
+    flip = _choose_flips(graph, new, mirrored)
     if flip:
         new, stats = _lower(graph, flip)
-    layouts = _choose_layouts(graph, new)
+    layouts = _choose_layouts(graph, new, mirrored)
     if layouts:
         new, stats = _lower(graph, flip, layouts)
     stats["results_flipped"] = len(flip)
