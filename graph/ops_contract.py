@@ -160,15 +160,52 @@ def _contract_infer(inputs, attrs):
     return tuple(sizes[lab] for lab in out), result_dtype("contract", inputs)
 
 
-def _as_matrix(x, shape: tuple, buffers):
-    """x reshaped to ``shape``: a view when its memory allows, else a copy into a buffer from
-    ``buffers`` (returned second, for the caller to hand back after the GEMM)."""
+def _copy_order(x, split: tuple[int, int]) -> tuple[int, ...] | None:
+    """For an operand ``x`` laid out (batch, first group, second group) whose groups are split
+    at ``split`` = (batch axes, first group's axes): the axis order (batch, second, first) when
+    copying into it reads ``x`` with a shorter stride in the innermost loop (the copy's last
+    axis), else None. The GEMM then reads the copy as a transposed matrix, which BLAS takes
+    without a further copy; a transposing copy whose inner loop strides across memory runs
+    several times slower."""
+    nb, n1 = split
+    big = [i for i in range(x.ndim) if x.shape[i] != 1]
+    first = [i for i in big if nb <= i < nb + n1]
+    second = [i for i in big if i >= nb + n1]
+    if not first or not second or abs(x.strides[first[-1]]) >= abs(x.strides[second[-1]]):
+        return None
+    return (*range(nb), *range(nb + n1, x.ndim), *range(nb, nb + n1))
+
+
+def _view_as(x, shape: tuple) -> np.ndarray:
+    """``x`` reshaped without copying; ValueError (AttributeError before NumPy 2.1, which has
+    no ``copy=``) when its memory does not allow it."""
     try:
-        return x.reshape(shape, copy=False), None
-    except ValueError:  # the groups are not contiguous in memory: one transposing copy
-        buf = buffers.take(x.size, x.dtype)
-        np.copyto(buf.reshape(x.shape), x)
-        return buf.reshape(shape), buf
+        return x.reshape(shape, copy=False)
+    except TypeError:
+        v = x.view()
+        v.shape = shape
+        return v
+
+
+def _as_matrix(x, shape: tuple, split: tuple[int, int], take):
+    """x reshaped to the matrix (or stack of matrices) ``shape``: a view when its memory
+    allows, else a copy into an array from ``take(n, dtype)`` (returned second, for the caller
+    to hand back after the GEMM), in the order ``_copy_order`` picks."""
+    try:
+        return _view_as(x, shape), None
+    except (ValueError, AttributeError):  # groups not contiguous in memory: one transposing copy
+        buf = take(x.size, x.dtype)
+        perm = _copy_order(x, split)
+        if perm is None:
+            np.copyto(buf.reshape(x.shape), x)
+            return buf.reshape(shape), buf
+        xt = x.transpose(perm)
+        np.copyto(buf.reshape(xt.shape), xt)
+        return buf.reshape(shape[:-2] + (shape[-1], shape[-2])).swapaxes(-1, -2), buf
+
+
+def _empty(n: int, dtype) -> np.ndarray:
+    return np.empty(n, dtype)
 
 
 def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, dtype=None):
@@ -212,21 +249,24 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, 
             b = b.sum(axis=b_only, dtype=b.dtype)
         return (a if pa is None else a.transpose(pa)), (b if pb is None else b.transpose(pb))
 
+    split_a, split_b = (len(batch), len(left)), (len(batch), len(con))
+
     def run(a, b):
         a, b = grouped(a, b)
-        c = gemm(a.reshape(a_mat), b.reshape(b_mat)).reshape(c_shape)
+        a2 = _as_matrix(a, a_mat, split_a, _empty)[0]
+        c = gemm(a2, _as_matrix(b, b_mat, split_b, _empty)[0]).reshape(c_shape)
         return c if pc is None else c.transpose(pc)
 
-    if buffers is None or dtype is None or np.lib.NumpyVersion(np.__version__) < "2.1.0":
-        return run  # (reshape(copy=False) is NumPy >= 2.1)
+    if buffers is None or dtype is None:
+        return run
     take, give = buffers.take, buffers.give
     dt, n_out = np.dtype(dtype), nb * nl * nr
 
     def run_into(a, b):
         a, b = grouped(a, b)
         c = take(n_out, dt)
-        a2, ta = _as_matrix(a, a_mat, buffers)
-        b2, tb = _as_matrix(b, b_mat, buffers)
+        a2, ta = _as_matrix(a, a_mat, split_a, take)
+        b2, tb = _as_matrix(b, b_mat, split_b, take)
         gemm(a2, b2, out=c.reshape(c_mat))
         if ta is not None:
             give(ta)

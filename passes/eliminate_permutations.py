@@ -290,10 +290,20 @@ def _choose_flips(graph: Graph, new: dict[int, Node], mirrored: set[int]) -> set
 
 def _wanted_layout(consumer: Node, x: Node) -> tuple[int, ...] | None:
     """The memory order of ``x`` in which ``consumer`` (a CONTRACT) could read it as a view,
-    for one operand slot that it reads ``x`` through; None when it reads ``x`` as a view."""
+    for one operand slot that it reads ``x`` through. Of the two orders that are views, (batch,
+    first, second) and (batch, second, first), the one whose innermost label lies innermost
+    in ``x``'s memory now: the copy's inner loop then reads with the shorter stride."""
     ta, tb, out, batch, left, con, right = consumer.attrs
-    for slot, (labels, groups) in enumerate(((ta, batch + left + con), (tb, batch + con + right))):
+    for slot, (labels, g1, g2) in enumerate(((ta, left, con), (tb, con, right))):
         if consumer.inputs[slot] is x:
+            sizes = dict(zip(labels, x.shape))
+            pos = {lab: i for i, lab in enumerate(memory_labels(labels, natural_layout(x)))}
+
+            def inner(group):
+                big = [pos[lab] for lab in group if lab in pos and sizes[lab] != 1]
+                return big[-1] if big else -1
+
+            groups = batch + (g2 + g1 if inner(g1) > inner(g2) >= 0 else g1 + g2)
             order = [labels.index(lab) for lab in groups if lab in labels]
             return tuple(order + [i for i in range(len(labels)) if i not in order])
     return None

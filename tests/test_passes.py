@@ -363,3 +363,74 @@ def test_reverse_sweep_copies_no_more_than_the_forward(network):
     reference = tl.evaluate(value, *tl.grad(value, tensors, optimize="greedy"), passes=())
     for got, want in zip(values, reference):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+# ---- the CONTRACT kernel's operand copies -----------------------------------------------------
+
+
+class _Pool:
+    """A stand-in for the arena: counts what it hands out."""
+
+    def __init__(self):
+        self.taken = 0
+
+    def take(self, n, dtype):
+        self.taken += 1
+        return np.empty(n, dtype)
+
+    def give(self, buf):
+        pass
+
+
+@st.composite
+def _contractions(draw):
+    """Two operands over shared labels, each stored in a random memory order, and a random
+    grouping (batch, left, contracted, right)."""
+    n = draw(st.integers(2, 7))
+    sizes = draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
+    roles = draw(st.lists(st.sampled_from("blcr"), min_size=n, max_size=n))
+    labels = list(range(n))
+    a_labs = [lab for lab in labels if roles[lab] in "blc"]
+    b_labs = [lab for lab in labels if roles[lab] in "bcr"]
+    a_labs = draw(st.permutations(a_labs))
+    b_labs = draw(st.permutations(b_labs))
+    out = draw(st.permutations([lab for lab in labels if roles[lab] in "blr"]))
+    groups = [tuple(draw(st.permutations([x for x in labels if roles[x] == r]))) for r in "blcr"]
+    mem_a = draw(st.permutations(range(len(a_labs))))
+    mem_b = draw(st.permutations(range(len(b_labs))))
+    return sizes, tuple(a_labs), tuple(b_labs), tuple(out), groups, mem_a, mem_b
+
+
+def _stored(shape, mem, rng):
+    """An array of ``shape`` whose memory runs over its axes in the order ``mem``."""
+    x = rng.standard_normal([shape[i] for i in mem])
+    inv = np.argsort(mem)
+    return x.transpose(inv)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_contractions())
+def test_contract_kernel_copies_in_the_cheaper_order_and_matches_einsum(case):
+    from tenloom.graph.ops_contract import _copy_order, contract_kernel
+
+    sizes, ta, tb, out, groups, mem_a, mem_b = case
+    rng = np.random.default_rng(len(ta) * 7 + len(tb))
+    a = _stored(tuple(sizes[lab] for lab in ta), mem_a, rng)
+    b = _stored(tuple(sizes[lab] for lab in tb), mem_b, rng)
+    attrs = (ta, tb, out, *groups)
+    want = np.einsum(a, list(ta), b, list(tb), list(out))
+    for pool in (None, _Pool()):
+        kernel = contract_kernel(a.shape, b.shape, attrs, pool, a.dtype if pool else None)
+        np.testing.assert_allclose(kernel(a, b), want, rtol=1e-12, atol=1e-12)
+    # the order a copy of operand a is made in: its innermost loop reads with the shorter stride
+    batch, left, con, _ = groups
+    view = a.transpose([ta.index(lab) for lab in batch + left + con])
+    perm = _copy_order(view, (len(batch), len(left)))
+    big = [i for i in range(view.ndim) if view.shape[i] > 1]
+    first = [i for i in big if len(batch) <= i < len(batch) + len(left)]
+    second = [i for i in big if i >= len(batch) + len(left)]
+    if perm is None:
+        assert not first or not second or view.strides[first[-1]] >= view.strides[second[-1]]
+    else:
+        assert view.strides[first[-1]] < view.strides[second[-1]]
+        assert perm[-1] == len(batch) + len(left) - 1
