@@ -190,7 +190,10 @@ def _view_as(x, shape: tuple) -> np.ndarray:
 def _as_matrix(x, shape: tuple, split: tuple[int, int], take):
     """x reshaped to the matrix (or stack of matrices) ``shape``: a view when its memory
     allows, else a copy into an array from ``take(n, dtype)`` (returned second, for the caller
-    to hand back after the GEMM), in the order ``_copy_order`` picks."""
+    to hand back after the GEMM), in the order ``_copy_order`` picks. Arrays of other
+    libraries (CuPy) are reshaped by their own library."""
+    if not isinstance(x, np.ndarray):
+        return x.reshape(shape), None
     try:
         return _view_as(x, shape), None
     except (ValueError, AttributeError):  # groups not contiguous in memory: one transposing copy
