@@ -160,6 +160,9 @@ def _contract_infer(inputs, attrs):
     return tuple(sizes[lab] for lab in out), result_dtype("contract", inputs)
 
 
+COPY_ORDER_MIN = 4096  # elements: smaller operands are copied by reshape, in C order
+
+
 def _copy_order(x, split: tuple[int, int]) -> tuple[int, ...] | None:
     """For an operand ``x`` laid out (batch, first group, second group) whose groups are split
     at ``split`` = (batch axes, first group's axes): the axis order (batch, second, first) when
@@ -253,11 +256,14 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, 
         return (a if pa is None else a.transpose(pa)), (b if pb is None else b.transpose(pb))
 
     split_a, split_b = (len(batch), len(left)), (len(batch), len(con))
+    # small operands: NumPy's own reshape (a copy in C order where needed) costs least
+    big_a, big_b = nb * nl * nk >= COPY_ORDER_MIN, nb * nk * nr >= COPY_ORDER_MIN
 
     def run(a, b):
         a, b = grouped(a, b)
-        a2 = _as_matrix(a, a_mat, split_a, _empty)[0]
-        c = gemm(a2, _as_matrix(b, b_mat, split_b, _empty)[0]).reshape(c_shape)
+        a = _as_matrix(a, a_mat, split_a, _empty)[0] if big_a else a.reshape(a_mat)
+        b = _as_matrix(b, b_mat, split_b, _empty)[0] if big_b else b.reshape(b_mat)
+        c = gemm(a, b).reshape(c_shape)
         return c if pc is None else c.transpose(pc)
 
     if buffers is None or dtype is None:
@@ -268,8 +274,8 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, 
     def run_into(a, b):
         a, b = grouped(a, b)
         c = take(n_out, dt)
-        a2, ta = _as_matrix(a, a_mat, split_a, take)
-        b2, tb = _as_matrix(b, b_mat, split_b, take)
+        a2, ta = _as_matrix(a, a_mat, split_a, take) if big_a else (a.reshape(a_mat), None)
+        b2, tb = _as_matrix(b, b_mat, split_b, take) if big_b else (b.reshape(b_mat), None)
         gemm(a2, b2, out=c.reshape(c_mat))
         if ta is not None:
             give(ta)

@@ -411,6 +411,7 @@ def _stored(shape, mem, rng):
 @settings(max_examples=200, deadline=None)
 @given(_contractions())
 def test_contract_kernel_copies_in_the_cheaper_order_and_matches_einsum(case):
+    from tenloom.graph import ops_contract
     from tenloom.graph.ops_contract import _copy_order, contract_kernel
 
     sizes, ta, tb, out, groups, mem_a, mem_b = case
@@ -419,9 +420,14 @@ def test_contract_kernel_copies_in_the_cheaper_order_and_matches_einsum(case):
     b = _stored(tuple(sizes[lab] for lab in tb), mem_b, rng)
     attrs = (ta, tb, out, *groups)
     want = np.einsum(a, list(ta), b, list(tb), list(out))
-    for pool in (None, _Pool()):
-        kernel = contract_kernel(a.shape, b.shape, attrs, pool, a.dtype if pool else None)
-        np.testing.assert_allclose(kernel(a, b), want, rtol=1e-12, atol=1e-12)
+    saved = ops_contract.COPY_ORDER_MIN
+    try:
+        for ops_contract.COPY_ORDER_MIN in (0, saved):  # copies in the chosen order, and small
+            for pool in (None, _Pool()):
+                kernel = contract_kernel(a.shape, b.shape, attrs, pool, a.dtype if pool else None)
+                np.testing.assert_allclose(kernel(a, b), want, rtol=1e-12, atol=1e-12)
+    finally:
+        ops_contract.COPY_ORDER_MIN = saved
     # the order a copy of operand a is made in: its innermost loop reads with the shorter stride
     batch, left, con, _ = groups
     view = a.transpose([ta.index(lab) for lab in batch + left + con])
