@@ -250,8 +250,9 @@ def normalize(spec: EinsumSpec, shapes: Sequence[tuple[int, ...]]):
     return tuple(in_labels), out, tuple(squeeze), int_sizes
 
 
-def einsum_ref(arrays: Sequence[np.ndarray], inputs, output) -> np.ndarray:
-    """Contract ``arrays`` over integer labels with NumPy (cotengra past 52 distinct labels)."""
+def einsum_kernel(inputs, output):
+    """A function ``(*arrays) -> array`` contracting over integer labels with NumPy (cotengra
+    past 52 distinct labels), its subscripts worked out once here."""
     distinct: dict = {}
     for labels in (*inputs, output):
         for lab in labels:
@@ -263,12 +264,21 @@ def einsum_ref(arrays: Sequence[np.ndarray], inputs, output) -> np.ndarray:
         # greedy without numpy's default cap on intermediate size (the size of the biggest
         # input), which otherwise falls back to one nested loop over all labels: 50x slower
         # on an MPS transfer step.
-        opt = ("greedy", 2**62) if len(arrays) > 2 else False
-        return np.einsum(sub, *arrays, optimize=opt)
-    import cotengra as ctg
+        opt = ("greedy", 2**62) if len(inputs) > 2 else False
+        return lambda *arrays: np.einsum(sub, *arrays, optimize=opt)
 
-    res = ctg.array_contract(list(arrays), inputs, output, optimize="greedy")
-    return np.asarray(res, dtype=np.result_type(*arrays))
+    def run(*arrays):
+        import cotengra as ctg
+
+        res = ctg.array_contract(list(arrays), inputs, output, optimize="greedy")
+        return np.asarray(res, dtype=np.result_type(*arrays))
+
+    return run
+
+
+def einsum_ref(arrays: Sequence[np.ndarray], inputs, output) -> np.ndarray:
+    """Contract ``arrays`` over integer labels (see ``einsum_kernel``)."""
+    return einsum_kernel(inputs, output)(*arrays)
 
 
 def einsum_node(nodes: Sequence, terms: Sequence[Sequence[Hashable]], output: Sequence[Hashable]):

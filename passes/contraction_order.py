@@ -72,6 +72,16 @@ def _left_to_right(n: int) -> list[tuple[int, int]]:
     return ssa
 
 
+def _canonical(terms, out, sizes) -> tuple:
+    """The network with its labels renumbered in order of first appearance: one network
+    reached with other label numbers (a gradient's pre-pass, a later evaluation of the same
+    tensors) gets the same cache entry, hence the same tree."""
+    ids: dict = {}
+    t = tuple(tuple(ids.setdefault(lab, len(ids)) for lab in term) for term in terms)
+    o = tuple(ids.setdefault(lab, len(ids)) for lab in out)
+    return t, o, tuple(sorted((ids[lab], n) for lab, n in sizes.items() if lab in ids))
+
+
 def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
     """An SSA path (pairs of ids, new ids counting up from n) for the network."""
     n = len(terms)
@@ -97,7 +107,7 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
     opt, key = _optimizer(optimize, progress)
     sig = None
     if key is not None:
-        sig = (tuple(map(tuple, terms)), tuple(out), tuple(sorted(sizes.items())), repr(key))
+        sig = (*_canonical(terms, out, sizes), repr(key))
         with _CACHE_LOCK:
             hit = _CACHE.get(sig)
         if hit is not None:
@@ -152,7 +162,7 @@ def alternative_paths(terms, out, sizes, options: dict) -> list[tuple]:
     _, key = _optimizer(options.get("optimize", "auto"), False)
     if key is None:
         return []
-    sig = (tuple(map(tuple, terms)), tuple(out), tuple(sorted(sizes.items())), repr(key))
+    sig = (*_canonical(terms, out, sizes), repr(key))
     with _CACHE_LOCK:
         alt = _ALTERNATIVES.get(sig)
     return [alt] if alt is not None else []

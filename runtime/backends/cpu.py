@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 from tenloom.graph.dtypes import SUPPORTED
+from tenloom.graph.einsum import einsum_kernel
 from tenloom.graph.node import Node
-from tenloom.graph.ops import OPS, Op
+from tenloom.graph.ops import OPS, Op, as_array
 from tenloom.graph.ops_contract import contract_kernel
 from tenloom.graph.ops_elementwise import BINARY, UNARY
 from tenloom.runtime import buffers
@@ -139,6 +140,9 @@ class Backend:
             return contract_kernel(a.shape, b.shape, node.attrs, buffers, dtype)
         if node.op is Op.LAYOUT:
             return layout_kernel(node.attrs[0])
+        if node.op is Op.EINSUM:
+            run = einsum_kernel(*node.attrs)
+            return (lambda *xs: as_array(run(*xs))) if node.shape == () else run
         if node.op is Op.SLICED:
             from tenloom.runtime.sliced import sliced_kernel
 
