@@ -6,8 +6,8 @@ For W3 (closed lattice 6x6, D=6, seed 1) and W2 (MPS/MPO expectation built site 
 L=100, chi=64, MPO bond 5, seed 2; --quick uses L=40, chi=32), each framework evaluates the
 network value alone and then the value with its gradient with respect to every tensor;
 reported is time(value_and_grad) / time(forward) per framework (medians of --repeats runs
-after a warm-up, in one process on the same arrays), plus our backward flops from the cost
-model. Writes benchmarks/results/grad_ratio.json.
+after a warm-up, forward and value+grad timed alternately, in one process on the same
+arrays), plus our backward flops from the cost model. Writes benchmarks/results/grad_ratio.json.
 """
 
 from __future__ import annotations
@@ -52,14 +52,26 @@ def mps(L: int, chi: int):
     return inputs, (), arrays
 
 
-def median_time(fn, repeats: int) -> float:
-    fn()
-    ts = []
-    for _ in range(repeats):
+def paired_times(fwd, both, repeats: int) -> tuple[float, float]:
+    """Medians of ``fwd`` and ``both`` timed alternately (forward, value+grad, forward, ...)
+    after a warm-up of each: a slow spell of the shared machine then hits both sides of the
+    ratio rather than one. Calls under 10 ms are timed in loops of about 20 ms."""
+    fwd(), both()
+
+    def loops(fn):
         t0 = time.perf_counter()
         fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+        return max(1, int(0.02 / max(time.perf_counter() - t0, 1e-6)))
+
+    n_f, n_b = loops(fwd), loops(both)
+    tf, tb = [], []
+    for _ in range(repeats):
+        for fn, n, ts in ((fwd, n_f, tf), (both, n_b, tb)):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            ts.append((time.perf_counter() - t0) / n)
+    return statistics.median(tf), statistics.median(tb)
 
 
 def bench_tenloom(inputs, output, arrays, repeats):
@@ -70,8 +82,7 @@ def bench_tenloom(inputs, output, arrays, repeats):
         args += [t, [labels.setdefault(x, len(labels)) for x in term]]
     value = tl.einsum(*args, [labels[x] for x in output])
     grads = tl.grad(value, ts)
-    fwd = median_time(lambda: value.evaluate(), repeats)
-    both = median_time(lambda: tl.evaluate(value, *grads), repeats)
+    fwd, both = paired_times(lambda: value.evaluate(), lambda: tl.evaluate(value, *grads), repeats)
     f_fwd = tl.explain(value).after.flops
     f_both = tl.explain(value, *grads).after.flops
     return {
@@ -107,8 +118,9 @@ def bench_jax(inputs, output, arrays, repeats):
     fj = jax.jit(f)
     gj = jax.jit(jax.value_and_grad(f, argnums=tuple(range(len(arrays)))))
     xs = [jnp.asarray(a) for a in arrays]
-    fwd = median_time(lambda: fj(*xs).block_until_ready(), repeats)
-    both = median_time(lambda: jax.block_until_ready(gj(*xs)), repeats)
+    fwd, both = paired_times(
+        lambda: fj(*xs).block_until_ready(), lambda: jax.block_until_ready(gj(*xs)), repeats
+    )
     return {
         "forward_s": fwd,
         "value_and_grad_s": both,
@@ -134,8 +146,7 @@ def bench_torch(inputs, output, arrays, repeats):
         v.backward()
         return v
 
-    fwd = median_time(fwd_fn, repeats)
-    both = median_time(both_fn, repeats)
+    fwd, both = paired_times(fwd_fn, both_fn, repeats)
     return {
         "forward_s": fwd,
         "value_and_grad_s": both,

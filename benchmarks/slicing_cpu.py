@@ -49,9 +49,10 @@ def best(fn, repeat: int) -> float:
 
 
 def main(argv=None) -> int:
-    import tenloom as tl
     from tenloom.passes.slicing import parse_bytes
     from tenloom.runtime.sliced import LAST_RUN
+
+    import tenloom as tl
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=6)
