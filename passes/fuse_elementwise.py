@@ -9,9 +9,16 @@ region (int32, int64, float32, float64 or complex128) plus booleans from compari
 are capped (MAX_OPS ops, MAX_INPUTS inputs, MAX_CHARS of expression), so a 100,000-node chain
 becomes a chain of fused nodes. Scalars enter as 0-d inputs, never as literals, so numexpr
 cannot promote them.
+
+When the graph is to run on the CPU (option ``target``, set by evaluate and compile), a region
+over BIG_REGION elements or more may take BIG_MAX_OPS ops with any number of inputs: the CPU
+runs such regions chunk by chunk through NumPy's ufuncs (runtime/backends/cpu_fused.py),
+which has none of numexpr's limits, and each region boundary saved is one pass over memory.
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 from tenloom.graph.graph import Graph
@@ -23,6 +30,8 @@ from tenloom.passes.rewrite import use_counts
 MAX_OPS = 48
 MAX_INPUTS = 24
 MAX_CHARS = 4000
+BIG_REGION = 2048  # elements (the CPU backend's chunked kernels start here)
+BIG_MAX_OPS = 4096
 
 # op -> numexpr template; {0}, {1}, {2} are the operands' expressions
 TEMPLATES: dict[Op, str] = {
@@ -112,18 +121,19 @@ def _joins(x_dt: np.dtype | None, dt: np.dtype) -> bool:
     return x_dt is not None and x_dt in (dt, BOOL)
 
 
-def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype):
+def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype, big: bool = False):
     """Absorb fusable inputs that feed nothing else into root's region, breadth-first. A value
     read twice by one multiply (``y * y``) is absorbed too: it is written ``y**2``, which
     numexpr computes from one evaluation of ``y`` (numexpr has no common subexpressions, so
     any other repeated use would compute the whole subtree twice). When the region passes a cap,
     the members added last are given back until it fits. Returns (program, inputs, member
-    ids), or None for a region of one op."""
+    ids), or None for a region of one op. ``big``: the CPU's chunked-kernel caps instead."""
+    max_ops = BIG_MAX_OPS if big else MAX_OPS
     members = [root]
     member_ids = {id(root)}
-    frontier = [root]
-    while frontier and len(members) < MAX_OPS:
-        node = frontier.pop(0)
+    frontier = deque([root])
+    while frontier and len(members) < max_ops:
+        node = frontier.popleft()
         for x in dict.fromkeys(node.inputs):
             if (
                 id(x) not in member_ids
@@ -131,14 +141,14 @@ def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype):
                 and (uses.get(id(x), 0) == 1 or _square_of(node, x, uses))
                 and OPS[x.op].kind is OpKind.ELEMENTWISE
                 and _joins(region_dtype(x), dt)
-                and len(members) < MAX_OPS
+                and len(members) < max_ops
             ):
                 members.append(x)
                 member_ids.add(id(x))
                 frontier.append(x)
     while len(members) >= 2:
         program, inputs = _program(members, member_ids)
-        if len(inputs) <= MAX_INPUTS and len(expression(program)) <= MAX_CHARS:
+        if big or (len(inputs) <= MAX_INPUTS and len(expression(program)) <= MAX_CHARS):
             return program, inputs, member_ids
         member_ids.discard(id(members.pop()))  # BFS order: the last one feeds an earlier one
     return None
@@ -175,13 +185,15 @@ def fuse_elementwise(graph: Graph, ctx: PassContext) -> Graph:
     uses = use_counts(graph)
     taken: set[int] = set()
     regions: dict[int, tuple] = {}  # id(root) -> (program, inputs)
+    target = ctx.options.get("target")
+    cpu = isinstance(target, str) and target.split(":")[0] == "cpu"
     for node in reversed(graph.order):
         if id(node) in taken or OPS[node.op].kind is not OpKind.ELEMENTWISE:
             continue
         dt = region_dtype(node)
         if dt is None:
             continue
-        grown = _grow(node, uses, taken, dt)
+        grown = _grow(node, uses, taken, dt, cpu and node.size >= BIG_REGION)
         if grown is None:
             continue
         program, inputs, member_ids = grown

@@ -180,7 +180,10 @@ def optimize_graph(graph: Graph, opts: dict[str, Any], key: Any = False) -> Grap
                 _OPTIMIZED.move_to_end(key)
                 return hit[1]
     PASS_RUNS["n"] += 1
-    optimized, _ = run_pipeline(graph, opts.get("passes"), opts, verify=opts.get("verify", False))
+    target = device_names(opts.get("device"))[0]  # the passes may tailor the graph to it
+    optimized, _ = run_pipeline(
+        graph, opts.get("passes"), {**opts, "target": target}, verify=opts.get("verify", False)
+    )
     if key is not None:
         with _OPTIMIZED_LOCK:
             _OPTIMIZED[key] = (graph.outputs, optimized)

@@ -61,7 +61,12 @@ class Plan:
             opts = {**opts, "memory_limit": parse_bytes(limit)}
             check_limit_feasible(self.graph, opts["memory_limit"])
         self.opts = opts
-        self.optimized, ctx = run_pipeline(self.graph, opts.get("passes"), opts)
+        from tenloom.runtime.evaluate import device_names
+
+        target = device_names(opts.get("device"))[0]  # the passes may tailor the graph to it
+        self.optimized, ctx = run_pipeline(
+            self.graph, opts.get("passes"), {**opts, "target": target}
+        )
         if limit is not None:
             from tenloom.runtime.evaluate import check_memory_limit
 

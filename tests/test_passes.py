@@ -318,6 +318,31 @@ def test_squares_join_fused_regions_and_oversized_regions_are_trimmed():
     np.testing.assert_allclose(y.evaluate(), expected, rtol=1e-12)
 
 
+def test_on_the_cpu_regions_over_big_arrays_take_the_whole_chain():
+    from tenloom.passes import fuse_elementwise as fe
+
+    def chain(n):
+        x = tl.asarray(arr(n))
+        y = x
+        for _ in range(100):
+            y = tl.sin(y * 0.9 + 0.01)  # 300 ops
+        return x, y
+
+    def regions(g):
+        return [n for n in g.order if n.op is Op.FUSED]
+
+    x, y = chain(fe.BIG_REGION)
+    assert len(regions(optimized(y, target="cpu"))) == 1
+    assert len(regions(optimized(y, target="opencl:0"))) >= 300 // fe.MAX_OPS
+    assert len(regions(optimized(y))) >= 300 // fe.MAX_OPS  # no target: the portable caps
+    _, small = chain(fe.BIG_REGION - 1)  # small arrays run through numexpr: capped
+    assert len(regions(optimized(small, target="cpu"))) >= 300 // fe.MAX_OPS
+    expected = x.evaluate()
+    for _ in range(100):
+        expected = np.sin(expected * 0.9 + 0.01)
+    np.testing.assert_array_equal(y.evaluate(), expected)  # ufuncs chunk by chunk: exact
+
+
 def _mps_expectation(length: int, chi: int):
     """<psi|H|psi> of a random MPS and MPO, built site by site (a small W2)."""
     rng = np.random.default_rng(4)
