@@ -485,6 +485,23 @@ def make_optimizer(ctg, setting):
     raise ValueError(setting)
 
 
+def peer_tree(ctg, ins, out, sd, setting):
+    """cotengra's tree for the peers, with the search budget tenloom's ``setting`` has. For
+    "auto" that is cotengra's fast preset, greedy and, on networks small and cheap enough
+    (tenloom's AUTO_HQ_* thresholds), its high-quality preset: of those trees the peers get
+    the one with the fewest multiply-adds (cotengra's own measure; tenloom's pass picks by
+    multiply-adds plus GEMM operand copies)."""
+    if setting != "auto":
+        return ctg.array_contract_tree(ins, out, sd, optimize=make_optimizer(ctg, setting))
+    from tenloom.passes.contraction_order import AUTO_HQ_MADDS, AUTO_HQ_TENSORS
+
+    trees = [ctg.array_contract_tree(ins, out, sd, optimize=ctg.AutoOptimizer())]
+    trees.append(ctg.array_contract_tree(ins, out, sd, optimize="greedy"))
+    if trees[0].contraction_cost() <= AUTO_HQ_MADDS and len(ins) <= AUTO_HQ_TENSORS:
+        trees.append(ctg.array_contract_tree(ins, out, sd, optimize=ctg.AutoHQOptimizer()))
+    return min(trees, key=lambda t: t.contraction_cost())
+
+
 def tenloom_setting(setting):
     if setting == "hyper":
         return {"method": "hyper", **HYPER}
@@ -669,7 +686,7 @@ def network_case(
 
     def ctg_setup():
         t0 = time.perf_counter()
-        tree = P.ctg.array_contract_tree(ins, out, sd, optimize=make_optimizer(P.ctg, setting))
+        tree = peer_tree(P.ctg, ins, out, sd, setting)
         tree_box["search_s"] = time.perf_counter() - t0
         tree_box["tree"] = tree
         return lambda: tree.contract(arrays)
@@ -919,7 +936,7 @@ def w5(ctx: Ctx) -> dict:
 
     def ctg_setup():
         t0 = time.perf_counter()
-        tree = P.ctg.array_contract_tree(ins, out, sd, optimize=make_optimizer(P.ctg, "auto"))
+        tree = peer_tree(P.ctg, ins, out, sd, "auto")
         box["search_s"] = time.perf_counter() - t0
         box["tree"] = tree
         return lambda: tree.contract(mats)
@@ -1219,9 +1236,7 @@ def paths(ctx: Ctx) -> dict:
                 quiesce()
                 seed_all(0)
                 t0 = time.perf_counter()
-                tree = P.ctg.array_contract_tree(
-                    ins, out, sd, optimize=make_optimizer(P.ctg, setting)
-                )
+                tree = peer_tree(P.ctg, ins, out, sd, setting)
                 el = time.perf_counter() - t0
                 r["cotengra"] = tree_stats(tree) | {"search_s": el}
             except Exception as e:  # noqa: BLE001

@@ -2,7 +2,8 @@
 
     einsum(x1, ..., xn) -> einsum(einsum(x1, x3), einsum(x2, x4), ...)   (cotengra's tree)
 
-``optimize=`` picks the search: "auto" (cotengra's fast presets, by network size), "greedy",
+``optimize=`` picks the search: "auto" (cotengra's presets by network size and cost, the tree
+kept being the one that costs least in multiply-adds plus GEMM operand copies), "greedy",
 "hyper" (a hyper-optimizer with a 5 s budget), a dict such as {"method": "hyper",
 "max_time": 5}, a cotengra/opt_einsum optimizer object (passed through), or False (left to
 right). Paths are cached by network signature in memory and, with ``cache_dir=``, on disk.
@@ -18,6 +19,7 @@ import math
 import os
 import tempfile
 import threading
+import warnings
 from collections import Counter
 from typing import Any
 
@@ -27,7 +29,7 @@ from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops_sliced import pairwise_network, slice_peak_bytes
-from tenloom.passes.cost import einsum_sizes
+from tenloom.passes.cost import einsum_sizes, layout_cost
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph
 
@@ -130,20 +132,16 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
     import cotengra as ctg
 
     SEARCHES["n"] += 1
-    tree = ctg.array_contract_tree([tuple(t) for t in terms], tuple(out), dict(sizes), optimize=opt)
-    ssa = tuple(tuple(int(i) for i in p) for p in tree.get_ssa_path())
-    if opt == "auto":  # cotengra's auto scores flops and size together; greedy is one more
-        # candidate (milliseconds), kept when it has fewer flops
-        quick = ctg.array_contract_tree(
-            [tuple(t) for t in terms], tuple(out), dict(sizes), optimize="greedy"
+    if opt == "auto":
+        ssa, others = _auto_path(terms, out, sizes)
+        if sig is not None and others:  # the others stay candidates for slicing (narrower)
+            with _CACHE_LOCK:
+                _ALTERNATIVES[sig] = others
+    else:
+        tree = ctg.array_contract_tree(
+            [tuple(t) for t in terms], tuple(out), dict(sizes), optimize=opt
         )
-        if quick.contraction_cost() < tree.contraction_cost():
-            ssa = tuple(tuple(int(i) for i in p) for p in quick.get_ssa_path())
-            if sig is not None:  # auto's own tree stays a candidate for slicing (narrower)
-                with _CACHE_LOCK:
-                    _ALTERNATIVES[sig] = tuple(
-                        tuple(int(i) for i in p) for p in tree.get_ssa_path()
-                    )
+        ssa = tuple(tuple(int(i) for i in p) for p in tree.get_ssa_path())
     if sig is not None:
         with _CACHE_LOCK:
             _CACHE[sig] = ssa
@@ -156,6 +154,35 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
     return ssa
 
 
+# "auto" also runs cotengra's high-quality preset on networks of at most AUTO_HQ_TENSORS
+# tensors whose fast-preset tree costs at most AUTO_HQ_MADDS multiply-adds (a tenth of a second
+# of GEMMs here): cotengra budgets that search by the contraction's cost (0.04 - 0.6 s on W1,
+# W3, W6, W7), and it found trees with up to 4x fewer multiply-adds than the fast preset there.
+AUTO_HQ_TENSORS = 128
+AUTO_HQ_MADDS = 1e9
+
+
+def _auto_path(terms, out, sizes) -> tuple[tuple, tuple]:
+    """The "auto" search: cotengra's fast preset, greedy, and on small cheap networks its
+    high-quality preset; of their trees the one with the least ``layout_cost`` (multiply-adds
+    plus what the GEMMs copy), and the others."""
+    import cotengra as ctg
+
+    args = ([tuple(t) for t in terms], tuple(out), dict(sizes))
+    trees = [ctg.array_contract_tree(*args, optimize="auto")]
+    cheap = trees[0].contraction_cost() <= AUTO_HQ_MADDS
+    trees.append(ctg.array_contract_tree(*args, optimize="greedy"))
+    if cheap and len(terms) <= AUTO_HQ_TENSORS:
+        with warnings.catch_warnings():  # its note that kahypar (optional) is not installed
+            warnings.filterwarnings("ignore", message=".*kahypar", category=UserWarning)
+            trees.append(ctg.array_contract_tree(*args, optimize="auto-hq"))
+    paths = [tuple(tuple(int(i) for i in p) for p in t.get_ssa_path()) for t in trees]
+    paths = list(dict.fromkeys(paths))
+    costs = [layout_cost(terms, out, sizes, p) for p in paths]
+    best = min(range(len(paths)), key=costs.__getitem__)
+    return paths[best], tuple(p for k, p in enumerate(paths) if k != best)
+
+
 def alternative_paths(terms, out, sizes, options: dict) -> list[tuple]:
     """Other trees found for this network by find_path (e.g. cotengra auto's own, narrower
     than the fewest-flops one kept): worth trying when the network has to be sliced."""
@@ -165,7 +192,7 @@ def alternative_paths(terms, out, sizes, options: dict) -> list[tuple]:
     sig = (*_canonical(terms, out, sizes), repr(key))
     with _CACHE_LOCK:
         alt = _ALTERNATIVES.get(sig)
-    return [alt] if alt is not None else []
+    return list(alt) if alt is not None else []
 
 
 def sliced_cost(terms, out, sizes, sliced, path) -> float:

@@ -122,3 +122,40 @@ def peak_bytes(graph: Graph) -> int:
             if remaining[id(i)] == 0 and id(i) not in outputs and i.op not in PREEXISTING:
                 live -= i.nbytes
     return peak
+
+
+# What a copied element and a contraction call cost, in multiply-adds, for choosing between
+# contraction trees on the CPU (fitted on 24 trees of W1 and 13 of W3, 2-core AVX-512 machine:
+# a GEMM multiply-add ~0.01 ns, a transposing copy ~1 ns an element, a call ~3 us).
+COPY_MADDS = 100
+CALL_MADDS = 300_000
+
+
+def layout_cost(terms, out, sizes, ssa) -> float:
+    """The run time of contracting a network along the SSA path ``ssa``, in multiply-adds:
+    its multiply-adds, plus the elements its GEMMs would copy to lay operands out (each
+    intermediate laid out as the permutation pass leaves a GEMM result: batch, left, right),
+    plus a fixed cost per contraction. Trees with equal flops differ up to 2x in run time on
+    many-index networks by what they copy; the flops alone do not see it."""
+    from tenloom.passes.eliminate_permutations import plan_contraction
+
+    count = Counter(lab for t in terms for lab in t)
+    count.update(out)
+    alive = [tuple(t) for t in terms]
+    mem = list(alive)
+    total = 0.0
+    for i, j in ssa:
+        ta, tb = alive[i], alive[j]
+        count.subtract(ta)
+        count.subtract(tb)
+        keep = tuple(dict.fromkeys(lab for lab in ta + tb if count[lab] > 0))
+        count.update(keep)
+        n_a, n_b = math.prod(sizes[lab] for lab in ta), math.prod(sizes[lab] for lab in tb)
+        (batch, left, _, right), _, copied = plan_contraction(
+            ta, tb, keep, mem[i], mem[j], sizes, n_a, n_b
+        )
+        total += math.prod(sizes[lab] for lab in set(ta) | set(tb))
+        total += COPY_MADDS * copied + CALL_MADDS
+        alive.append(keep)
+        mem.append(batch + left + right)
+    return total
