@@ -162,6 +162,11 @@ AUTO_HQ_TENSORS = 128
 AUTO_HQ_MADDS = 1e9
 
 
+# cotengra's high-quality preset warns once that the optional kahypar is not installed: a note
+# for cotengra's users, not ours (set once, at import: catch_warnings is not thread-safe)
+warnings.filterwarnings("ignore", message="Couldn't import `kahypar`", category=UserWarning)
+
+
 def _auto_path(terms, out, sizes) -> tuple[tuple, tuple]:
     """The "auto" search: cotengra's fast preset, greedy, and on small cheap networks its
     high-quality preset; of their trees the one with the least ``layout_cost`` (multiply-adds
@@ -173,9 +178,7 @@ def _auto_path(terms, out, sizes) -> tuple[tuple, tuple]:
     cheap = trees[0].contraction_cost() <= AUTO_HQ_MADDS
     trees.append(ctg.array_contract_tree(*args, optimize="greedy"))
     if cheap and len(terms) <= AUTO_HQ_TENSORS:
-        with warnings.catch_warnings():  # its note that kahypar (optional) is not installed
-            warnings.filterwarnings("ignore", message=".*kahypar", category=UserWarning)
-            trees.append(ctg.array_contract_tree(*args, optimize="auto-hq"))
+        trees.append(ctg.array_contract_tree(*args, optimize="auto-hq"))
     paths = [tuple(tuple(int(i) for i in p) for p in t.get_ssa_path()) for t in trees]
     paths = list(dict.fromkeys(paths))
     costs = [layout_cost(terms, out, sizes, p) for p in paths]

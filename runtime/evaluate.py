@@ -128,6 +128,12 @@ def check_memory_limit(graph: Graph, limit: int) -> None:
         )
 
 
+def pipeline_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """``opts`` plus ``target``, the device the graph will run on (the first of ``device=``,
+    else the default): the passes may tailor the graph to it (fusion caps on the CPU)."""
+    return {**opts, "target": device_names(opts.get("device"))[0]}
+
+
 def build_graph(tensors: tuple[Any, ...]) -> Graph:
     return Graph(tuple(lift(t, "evaluate") for t in tensors))
 
@@ -180,9 +186,8 @@ def optimize_graph(graph: Graph, opts: dict[str, Any], key: Any = False) -> Grap
                 _OPTIMIZED.move_to_end(key)
                 return hit[1]
     PASS_RUNS["n"] += 1
-    target = device_names(opts.get("device"))[0]  # the passes may tailor the graph to it
     optimized, _ = run_pipeline(
-        graph, opts.get("passes"), {**opts, "target": target}, verify=opts.get("verify", False)
+        graph, opts.get("passes"), pipeline_options(opts), verify=opts.get("verify", False)
     )
     if key is not None:
         with _OPTIMIZED_LOCK:

@@ -61,12 +61,9 @@ class Plan:
             opts = {**opts, "memory_limit": parse_bytes(limit)}
             check_limit_feasible(self.graph, opts["memory_limit"])
         self.opts = opts
-        from tenloom.runtime.evaluate import device_names
+        from tenloom.runtime.evaluate import pipeline_options
 
-        target = device_names(opts.get("device"))[0]  # the passes may tailor the graph to it
-        self.optimized, ctx = run_pipeline(
-            self.graph, opts.get("passes"), {**opts, "target": target}
-        )
+        self.optimized, ctx = run_pipeline(self.graph, opts.get("passes"), pipeline_options(opts))
         if limit is not None:
             from tenloom.runtime.evaluate import check_memory_limit
 

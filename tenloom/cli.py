@@ -127,7 +127,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, tuple]:
 def _dump(args: argparse.Namespace) -> int:
     from tenloom.graph.dump import dump_nodes
     from tenloom.passes import run_pipeline
-    from tenloom.runtime.evaluate import build_graph
+    from tenloom.runtime.evaluate import build_graph, pipeline_options
 
     plan, tensors = _load(args)
     if plan is not None:
@@ -136,7 +136,7 @@ def _dump(args: argparse.Namespace) -> int:
         graph = build_graph(tensors)
         if args.view == "optimized":  # as tl.dump(optimized=True) does
             opts = _graph_opts(args)
-            graph, _ = run_pipeline(graph, opts.get("passes"), opts)
+            graph, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts))
     # Loaded nodes record where tl.load was called (here), not the code that built them:
     # source lines would only point at this command.
     print(dump_nodes(graph.outputs, sources=False))

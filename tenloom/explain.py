@@ -12,6 +12,7 @@ from tenloom.graph.ops import Op
 from tenloom.passes import run_pipeline
 from tenloom.passes.cost import einsum_sizes, graph_flops, peak_bytes
 from tenloom.passes.eliminate_permutations import count_copies
+from tenloom.runtime.evaluate import pipeline_options
 
 
 @dataclass
@@ -139,7 +140,7 @@ def explain(*tensors: Any, **opts: Any) -> Report:
     def on_pass(name: str, g: Graph) -> None:
         captured[name] = g
 
-    final, ctx = run_pipeline(graph, opts.get("passes"), opts, on_pass=on_pass)
+    final, ctx = run_pipeline(graph, opts.get("passes"), pipeline_options(opts), on_pass=on_pass)
     for name, g in captured.items():
         rows.append(_row(name, g, ctx.stats.get(name)))
     # networks: from the graph handed to contraction_order (or the last graph without it)
@@ -189,7 +190,7 @@ def _sweeps(graph: Graph, final: Graph, opts: dict) -> dict | None:
     if not forward_outs:
         return None
     fwd_graph = Graph(tuple(forward_outs.values()))
-    fwd_final, _ = run_pipeline(fwd_graph, opts.get("passes"), opts)
+    fwd_final, _ = run_pipeline(fwd_graph, opts.get("passes"), pipeline_options(opts))
     n_f, flops_f = _contractions(fwd_final)
     n_all, flops_all = _contractions(final)
     networks = {}

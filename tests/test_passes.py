@@ -370,6 +370,13 @@ def test_on_the_cpu_regions_over_big_arrays_take_the_whole_chain():
         expected = np.sin(expected * 0.9 + 0.01)
     # on the CPU (whatever the suite's device), whose ufuncs chunk by chunk give NumPy's bits
     np.testing.assert_array_equal(y.evaluate(device="cpu"), expected)
+    # evaluate and explain tell the passes the device: one region there too
+    from tenloom.runtime import evaluate as ev
+
+    ran = ev._cached(ev._opt_key(build_graph((y,)), {"device": "cpu"}))
+    assert len(regions(ran)) == 1
+    report = tl.explain(y, device="cpu")
+    assert next(r for r in report.rows if r.stage == "fuse_elementwise").stats["regions"] == 1
 
 
 def test_a_copied_operand_is_copied_in_the_order_the_next_contraction_reads(monkeypatch):
@@ -393,6 +400,21 @@ def test_a_copied_operand_is_copied_in_the_order_the_next_contraction_reads(monk
     want = np.einsum("mljn,ilk,mnp->kpij", a, b, e)
     (got,) = tl.runtime.executor.execute(g, {}, tl.runtime.backends.get_backend("cpu", 0))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(1, 4096), (2, 200_000)])
+def test_a_big_cpu_region_the_chunked_kernel_cannot_cut_runs_without_numexpr(shape):
+    # 70 inputs: past numexpr's operand limit; a first axis of 1, or rows too long to chunk
+    xs = [RNG.standard_normal(shape) for _ in range(70)]
+    y = tl.asarray(xs[0])
+    for x in xs[1:]:
+        y = y + tl.asarray(x) * 0.5
+    fused = [n for n in optimized(y, target="cpu").order if n.op is Op.FUSED]
+    assert len(fused) == 1 and len(fused[0].inputs) > 64
+    want = xs[0]
+    for x in xs[1:]:
+        want = want + x * 0.5
+    np.testing.assert_array_equal(y.evaluate(device="cpu"), want)
 
 
 def _mps_expectation(length: int, chi: int):

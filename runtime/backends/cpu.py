@@ -173,7 +173,16 @@ class Backend:
             fused = chunked_kernel(program, node.shape, node.dtype, shapes, dtypes)
             if fused is not None:
                 return fused
-        if self._ne is not None and (node.size >= SMALL or len(program) >= NUMEXPR_MIN_OPS):
+        from tenloom.passes import fuse_elementwise as fe
+
+        # numexpr takes regions within the portable caps (on the CPU bigger ones are made for
+        # the chunked kernel; one it cannot cut runs ufunc by ufunc below)
+        fits = len(program) <= fe.MAX_OPS and len(node.inputs) <= fe.MAX_INPUTS
+        if (
+            self._ne is not None
+            and fits
+            and (node.size >= SMALL or len(program) >= NUMEXPR_MIN_OPS)
+        ):
             compiled = self._numexpr(node)
             if compiled is not None:
                 return compiled
