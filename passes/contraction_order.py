@@ -155,12 +155,12 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
 
 
 # "auto" also runs cotengra's high-quality preset on networks of at most AUTO_HQ_TENSORS
-# tensors whose fast-preset tree costs at most AUTO_HQ_MADDS multiply-adds (about 10 ms of
-# GEMMs here): cotengra budgets that search by the contraction's cost (rate 1e8/s, so at most
-# about a second; 0.04 - 0.6 s on W1, W3, W6, W7), and it found trees with up to 4x fewer
+# tensors whose fast-preset tree costs at most AUTO_HQ_MADDS multiply-adds (about 20 ms of
+# GEMMs here): cotengra budgets that search by the best cost it has found (rate 1e8/s: under
+# two seconds; 0.04 - 0.6 s on W1, W3, W6, W7), and it found trees with up to 4x fewer
 # multiply-adds than the fast preset there.
 AUTO_HQ_TENSORS = 128
-AUTO_HQ_MADDS = 1e8
+AUTO_HQ_MADDS = 2e8
 
 
 # cotengra's high-quality preset warns once that the optional kahypar is not installed: a note
