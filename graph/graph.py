@@ -10,7 +10,7 @@ from functools import cached_property
 
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
-from tenloom.graph.traverse import toposort
+from tenloom.graph.traverse import schedule, toposort
 
 
 @dataclass(frozen=True, eq=False)
@@ -22,6 +22,11 @@ class Graph:
     @cached_property
     def order(self) -> list[Node]:
         return toposort(self.outputs)
+
+    @cached_property
+    def schedule(self) -> list[Node]:
+        """The order the runtime executes (and the cost model predicts memory for)."""
+        return schedule(self.order)
 
     def __len__(self) -> int:
         return len(self.order)

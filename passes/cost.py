@@ -101,19 +101,21 @@ def transient_bytes(node: Node) -> int:
     return slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize)
 
 
-def peak_bytes(graph: Graph) -> int:
-    """Predicted peak bytes of intermediates and outputs when run in ``graph.order``.
+def peak_bytes(graph: Graph, order: list[Node] | None = None) -> int:
+    """Predicted peak bytes of intermediates and outputs when run in ``order`` (default
+    ``graph.schedule``, the order the runtime executes).
 
     Leaves (constants and bound inputs) are not counted: they exist before evaluation. Views
     (movement ops) are counted as new buffers, which over-estimates slightly.
     """
+    order = graph.schedule if order is None else order
     remaining: dict[int, int] = {}
-    for node in graph.order:
+    for node in order:
         for i in node.inputs:
             remaining[id(i)] = remaining.get(id(i), 0) + 1
     outputs = {id(o) for o in graph.outputs}
     live = peak = 0
-    for node in graph.order:
+    for node in order:
         if node.op not in PREEXISTING:
             live += node.nbytes
             peak = max(peak, live + transient_bytes(node))

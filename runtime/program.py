@@ -55,7 +55,7 @@ class Program:
 
 
 def compile_program(graph: Graph, backend: Any) -> Program:
-    order = graph.order
+    order = graph.schedule
     slot = {id(n): k for k, n in enumerate(order)}
     last_use: dict[int, int] = {}
     for k, node in enumerate(order):
