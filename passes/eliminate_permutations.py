@@ -162,10 +162,6 @@ def _lower(
     mirrored = set() if mirrored is None else mirrored
     new: dict[int, Node] = {}
     forwards: dict[int, list[Node]] = {}  # id(lowered operand) -> CONTRACTs reading it
-    users: dict[int, list[Node]] = {}
-    for node in graph.order:
-        for x in node.inputs:
-            users.setdefault(id(x), []).append(node)
     stats = {"contractions": 0, "permutation_copies": 0, "copied_bytes": 0, "layouts": 0}
     stats["transposes_folded"] = stats["mirrored"] = 0
     for node in graph.order:
@@ -199,10 +195,6 @@ def _lower(
                     groups, n_copies, n_bytes = plan_contraction(
                         ta2, tb2, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes
                     )
-                    if n_copies:
-                        want = _consumer_order(node, users, new)
-                        if want is not None:
-                            groups = _steer(groups, ta2, tb2, out, mem_a, mem_b, sizes, want)
                     res = make_node(Op.CONTRACT, (a, b), (ta2, tb2, tuple(out), *groups))
                 for x in dict.fromkeys(res.inputs):
                     forwards.setdefault(id(x), []).append(res)
@@ -224,69 +216,6 @@ def _lower(
             )
         new[id(node)] = res
     return new, stats
-
-
-def _consumer_order(node: Node, users: dict, new: dict) -> tuple | None:
-    """The memory order (of ``node``'s output labels) in which the first pairwise einsum that
-    reads ``node`` could read it as a view: its batch labels, then its free ones, then its
-    contracted ones, batch and contracted in the memory order of the einsum's other operand
-    (as lowered, when it already is). The first reader is the forward one; a reverse-sweep
-    mirror of it reads through the same groups. None when no pairwise einsum reads it."""
-    pairwise = [
-        c
-        for c in users.get(id(node), [])
-        if c is not None and c.op is Op.EINSUM and len(c.inputs) == 2
-    ]
-    if not pairwise or pairwise[0].inputs[0] is pairwise[0].inputs[1]:
-        return None
-    c = pairwise[0]
-    (t0, t1), c_out = c.attrs
-    k = 0 if c.inputs[0] is node else 1
-    tx, ty, y = (t0, t1, c.inputs[1]) if k == 0 else (t1, t0, c.inputs[0])
-    y_low = new.get(id(y))
-    y_mem = memory_labels(ty, natural_layout(y_low)) if y_low is not None else ty
-    rank = {lab: i for i, lab in enumerate(y_mem)}
-    sy, so = set(ty), set(c_out)
-    axes = range(len(tx))
-    batch = sorted((i for i in axes if tx[i] in sy and tx[i] in so), key=lambda i: rank[tx[i]])
-    free = [i for i in axes if tx[i] in so and tx[i] not in sy]
-    con = sorted((i for i in axes if tx[i] in sy and tx[i] not in so), key=lambda i: rank[tx[i]])
-    lone = [i for i in axes if tx[i] not in sy and tx[i] not in so]
-    out = node.attrs[1]
-    return tuple(out[i] for i in batch + free + con + lone)
-
-
-# Operands smaller than this (elements) are left to the order that suits their copy: there the
-# copy's inner loop, not its bytes, decides its cost (measured on W7's many-axis tensors)
-STEER_MIN = 8192
-
-
-def _steer(groups, ta, tb, out, mem_a, mem_b, sizes, want) -> tuple:
-    """``groups`` with the label order inside each output group that a copied operand leaves
-    free (left when a is copied, right when b is, batch when both are) sorted as ``want``
-    lists them: the result then lies as its reader wants it, sparing that reader a copy."""
-    batch, left, con, right = groups
-    mem_a = tuple(lab for lab in mem_a if lab in tb or lab in out)
-    mem_b = tuple(lab for lab in mem_b if lab in ta or lab in out)
-    n_a, n_b = 1, 1
-    for lab in ta:
-        n_a *= sizes[lab]
-    for lab in tb:
-        n_b *= sizes[lab]
-    copied_a = n_a >= STEER_MIN and not groups_are_views(mem_a, [batch, left, con], sizes, batch)
-    copied_b = n_b >= STEER_MIN and not groups_are_views(mem_b, [batch, con, right], sizes, batch)
-    pos = {lab: i for i, lab in enumerate(want)}
-
-    def key(lab):
-        return pos.get(lab, len(pos))
-
-    if copied_a:
-        left = tuple(sorted(left, key=key))
-    if copied_b:
-        right = tuple(sorted(right, key=key))
-    if copied_a and copied_b:
-        batch = tuple(sorted(batch, key=key))
-    return batch, left, con, right
 
 
 def _mirrored(g, tg, x, tx, out, groups, target) -> tuple[Node, int, int]:
