@@ -13,6 +13,8 @@ from collections import Counter
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
+from tenloom.graph.ops_sliced import path_steps
+from tenloom.passes.eliminate_permutations import plan_contraction
 
 
 def _complex_factor(node: Node) -> int:
@@ -139,25 +141,13 @@ def layout_cost(terms, out, sizes, ssa) -> float:
     intermediate laid out as the permutation pass leaves a GEMM result: batch, left, right),
     plus a fixed cost per contraction. Trees with equal flops differ up to 2x in run time on
     many-index networks by what they copy; the flops alone do not see it."""
-    from tenloom.passes.eliminate_permutations import plan_contraction
-
-    count = Counter(lab for t in terms for lab in t)
-    count.update(out)
-    alive = [tuple(t) for t in terms]
-    mem = list(alive)
+    mem = [tuple(t) for t in terms]  # each operand's labels in memory order
     total = 0.0
-    for i, j in ssa:
-        ta, tb = alive[i], alive[j]
-        count.subtract(ta)
-        count.subtract(tb)
-        keep = tuple(dict.fromkeys(lab for lab in ta + tb if count[lab] > 0))
-        count.update(keep)
+    for i, j, ta, tb, keep in path_steps(terms, out, ssa):
         n_a, n_b = math.prod(sizes[lab] for lab in ta), math.prod(sizes[lab] for lab in tb)
         (batch, left, _, right), _, copied = plan_contraction(
             ta, tb, keep, mem[i], mem[j], sizes, n_a, n_b
         )
-        total += math.prod(sizes[lab] for lab in set(ta) | set(tb))
-        total += COPY_MADDS * copied + CALL_MADDS
-        alive.append(keep)
+        total += pairwise_madds(ta, tb, keep, sizes) + COPY_MADDS * copied + CALL_MADDS
         mem.append(batch + left + right)
     return total

@@ -234,26 +234,41 @@ def _mirrored(g, tg, x, tx, out, groups, target) -> tuple[Node, int, int]:
     else:
         a, ta, b, tb = g, tg, x, tx
     res = make_node(Op.CONTRACT, (a, b), (ta, tb, out, *groups))
-    n_bytes = _copy_bytes(res, {}, fixed=True)
-    return res, (n_bytes > 0) + (n_bytes > max(a.nbytes, b.nbytes)), n_bytes
+    ok_a, ok_b = _operand_views(res)
+    return res, (not ok_a) + (not ok_b), (0 if ok_a else a.nbytes) + (0 if ok_b else b.nbytes)
 
 
-def _copy_bytes(node: Node, layouts: dict[int, tuple], fixed: bool = False) -> int:
-    """Bytes a CONTRACT would copy if its operands had the given memory layouts: with its
-    groups chosen again, or (``fixed``, a reverse-sweep mirror) with the groups it has."""
+def _operand_views(node: Node, layouts: dict[int, tuple] | None = None) -> tuple[bool, bool]:
+    """Whether a CONTRACT reads each operand as a view with the groups it has, its operands
+    laid out as ``layouts`` says (else as they are)."""
+    layouts = layouts or {}
     a, b = node.inputs
     ta, tb, out, batch, left, con, right = node.attrs
     sizes = dict(zip(ta, a.shape))
     sizes.update(zip(tb, b.shape))
     mem_a = memory_labels(ta, layouts.get(id(a), natural_layout(a)))
     mem_b = memory_labels(tb, layouts.get(id(b), natural_layout(b)))
-    if not fixed:
-        return plan_contraction(ta, tb, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes)[2]
     mem_a = tuple(lab for lab in mem_a if lab in tb or lab in out)
     mem_b = tuple(lab for lab in mem_b if lab in ta or lab in out)
-    ok_a = groups_are_views(mem_a, [batch, left, con], sizes, batch)
-    ok_b = groups_are_views(mem_b, [batch, con, right], sizes, batch)
-    return (0 if ok_a else a.nbytes) + (0 if ok_b else b.nbytes)
+    return (
+        groups_are_views(mem_a, [batch, left, con], sizes, batch),
+        groups_are_views(mem_b, [batch, con, right], sizes, batch),
+    )
+
+
+def _copy_bytes(node: Node, layouts: dict[int, tuple], fixed: bool = False) -> int:
+    """Bytes a CONTRACT would copy if its operands had the given memory layouts: with its
+    groups chosen again, or (``fixed``, a reverse-sweep mirror) with the groups it has."""
+    a, b = node.inputs
+    if fixed:
+        ok_a, ok_b = _operand_views(node, layouts)
+        return (0 if ok_a else a.nbytes) + (0 if ok_b else b.nbytes)
+    ta, tb, out = node.attrs[0], node.attrs[1], node.attrs[2]
+    sizes = dict(zip(ta, a.shape))
+    sizes.update(zip(tb, b.shape))
+    mem_a = memory_labels(ta, layouts.get(id(a), natural_layout(a)))
+    mem_b = memory_labels(tb, layouts.get(id(b), natural_layout(b)))
+    return plan_contraction(ta, tb, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes)[2]
 
 
 def _flipped_layout(node: Node) -> tuple[int, ...]:
@@ -373,16 +388,7 @@ def count_copies(graph: Graph) -> int:
     n = 0
     for node in graph.order:
         if node.op is Op.CONTRACT:
-            a, b = node.inputs
-            ta, tb, out, batch, left, con, right = node.attrs
-            sizes = dict(zip(ta, a.shape))
-            sizes.update(zip(tb, b.shape))
-            mem_a = memory_labels(ta, natural_layout(a))
-            mem_b = memory_labels(tb, natural_layout(b))
-            mem_a = tuple(lab for lab in mem_a if lab in tb or lab in out)
-            mem_b = tuple(lab for lab in mem_b if lab in ta or lab in out)
-            n += not groups_are_views(mem_a, [batch, left, con], sizes, batch)
-            n += not groups_are_views(mem_b, [batch, con, right], sizes, batch)
+            n += 2 - sum(_operand_views(node))
         elif node.op is Op.EINSUM and len(node.inputs) == 2:
             (ta, tb), out = node.attrs
             # what a tensordot-style evaluation copies: operands not already [free..., summed]
