@@ -6,6 +6,7 @@ chosen from the dtype, and always checks shape and dtype exactly.
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import numpy as np
@@ -149,3 +150,23 @@ def graph_strategy(ops):
         return f
 
     return graphs()
+
+
+def run_in_threads(work, n: int) -> None:
+    """Call ``work(k)`` for k in range(n), each on its own thread, and wait for all of them;
+    the first exception any of them raised is raised again here, in the test's thread."""
+    errors: list = []
+
+    def run(k):
+        try:
+            work(k)
+        except BaseException as e:  # reported below, in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    if errors:
+        raise errors[0]

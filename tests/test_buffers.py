@@ -3,10 +3,9 @@ never share memory with a later run, views keep their buffer alive, the pool sta
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
+from helpers import run_in_threads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tenloom.runtime import buffers
@@ -160,22 +159,13 @@ def test_concurrent_runs_of_one_plan_use_separate_arenas(threads):
     ph = [tl.placeholder((N, N), "float64", f"x{i}") for i in range(4)]
     plan = tl.compile(tl.einsum("ij,jk,kl,lm->im", *ph), ph, threads=threads)
     inputs = [[x * (k + 1) for x in (a, b, c, d)] for k in range(3)]
-    errors: list = []
 
     def worker(k):
-        try:
-            want = np.linalg.multi_dot(inputs[k])
-            for _ in range(15):
-                np.testing.assert_allclose(plan(*inputs[k])[0], want, rtol=1e-10)
-        except Exception as e:  # reported below, in the main thread
-            errors.append(e)
+        want = np.linalg.multi_dot(inputs[k])
+        for _ in range(15):
+            np.testing.assert_allclose(plan(*inputs[k])[0], want, rtol=1e-10)
 
-    ths = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
-    for th in ths:
-        th.start()
-    for th in ths:
-        th.join()
-    assert not errors, errors[0]
+    run_in_threads(worker, 3)
 
 
 def _program(*tensors):

@@ -8,11 +8,11 @@ operands, and complex products round with the order.)"""
 
 from __future__ import annotations
 
-import threading
 from unittest import mock
 
 import numpy as np
 import pytest
+from helpers import run_in_threads
 from hypothesis import given
 from hypothesis import strategies as st
 from tenloom.passes import DEFAULT_PIPELINE
@@ -227,21 +227,12 @@ def test_concurrent_evaluations_of_one_plan():
     t = tl.asarray(x)
     plan = tl.compile(tl.sin(t * t) * 0.5 + t)
     want = np.sin(x * x) * 0.5 + x
-    errors: list = []
 
-    def worker():
-        try:
-            for _ in range(20):
-                same(plan()[0], want)
-        except Exception as e:  # reported below, in the main thread
-            errors.append(e)
+    def worker(_):
+        for _ in range(20):
+            same(plan()[0], want)
 
-    threads = [threading.Thread(target=worker) for _ in range(3)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors, errors[0]
+    run_in_threads(worker, 3)
 
 
 def test_kernel_refuses_ops_with_attributes():

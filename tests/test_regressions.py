@@ -8,6 +8,7 @@ import weakref
 
 import numpy as np
 import pytest
+from helpers import run_in_threads
 
 import tenloom as tl
 
@@ -49,23 +50,14 @@ def test_threads_sharing_a_cache_dir(tmp_path):
     mats = [tl.asarray(rng.standard_normal((4, 4))) for _ in range(4)]
     t = tl.einsum("ij,jk,kl,li->", *mats)
     barrier = threading.Barrier(8)
-    errors: list = []
 
-    def work():
+    def work(_):
         barrier.wait()
-        try:
-            for _ in range(5):
-                co._CACHE.clear()
-                tl.evaluate(t, optimize="greedy", cache_dir=tmp_path, passes=None)
-        except Exception as e:  # pragma: no cover - the bug
-            errors.append(e)
+        for _ in range(5):
+            co._CACHE.clear()
+            tl.evaluate(t, optimize="greedy", cache_dir=tmp_path, passes=None)
 
-    ts = [threading.Thread(target=work) for _ in range(8)]
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join()
-    assert not errors
+    run_in_threads(work, 8)
 
 
 def test_contract_keeps_integer_and_bool_dtypes_when_summing_lone_labels():

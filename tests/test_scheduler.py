@@ -8,6 +8,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from helpers import run_in_threads
 from tenloom.runtime.backends import get_backend
 from tenloom.runtime.testing import InjectedFailure, fail_node
 
@@ -101,20 +102,11 @@ def test_32_threads_evaluating_shared_graphs_agree():
     z = (a @ b).sum(axis=0)
     ref_y, ref_z = tl.evaluate(y, z)
     results: list = [None] * 32
-    errors: list = []
 
     def worker(i):
-        try:
-            results[i] = tl.evaluate(y, z, threads=1 + i % 3)
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+        results[i] = tl.evaluate(y, z, threads=1 + i % 3)
 
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(32)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors
+    run_in_threads(worker, 32)
     for ry, rz in results:
         np.testing.assert_array_equal(ry, ref_y)
         np.testing.assert_array_equal(rz, ref_z)
