@@ -8,7 +8,10 @@ EINSUM so the order search sees one network.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+from tenloom.graph import copy_plan
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.einsum import einsum_ref
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
@@ -160,65 +163,26 @@ def _contract_infer(inputs, attrs):
     return tuple(sizes[lab] for lab in out), result_dtype("contract", inputs)
 
 
-COPY_ORDER_MIN = 4096  # elements: smaller operands are copied by reshape, in C order
+TUNE_MAX_MADDS = 1 << 24  # kernels up to this size time their copy plans on the first call
+POOLED_COPY = 4096  # elements: smaller operand copies are allocated by NumPy, not the arena
 
 
-def _copy_order(x, split: tuple[int, int]) -> tuple[int, ...] | None:
-    """For an operand ``x`` laid out (batch, first group, second group) whose groups are split
-    at ``split`` = (batch axes, first group's axes): the axis order (batch, second, first) when
-    copying into it reads ``x`` with a shorter stride in the innermost loop (the copy's last
-    axis), else None. The GEMM then reads the copy as a transposed matrix, which BLAS takes
-    without a further copy; a transposing copy whose inner loop strides across memory runs
-    several times slower."""
-    nb, n1 = split
-    big = [i for i in range(x.ndim) if x.shape[i] != 1]
-    first = [i for i in big if nb <= i < nb + n1]
-    second = [i for i in big if i >= nb + n1]
-    if not first or not second or abs(x.strides[first[-1]]) >= abs(x.strides[second[-1]]):
-        return None
-    return (*range(nb), *range(nb + n1, x.ndim), *range(nb, nb + n1))
-
-
-def _view_as(x, shape: tuple) -> np.ndarray:
-    """``x`` reshaped without copying; ValueError (AttributeError before NumPy 2.1, which has
-    no ``copy=``) when its memory does not allow it."""
-    try:
-        return x.reshape(shape, copy=False)
-    except TypeError:
-        v = x.view()
-        v.shape = shape
-        return v
-
-
-def _as_matrix(x, shape: tuple, split: tuple[int, int], take):
-    """x reshaped to the matrix (or stack of matrices) ``shape``: a view when its memory
-    allows, else a copy into an array from ``take(n, dtype)`` (returned second, for the caller
-    to hand back after the GEMM), in the order ``_copy_order`` picks. Arrays of other
-    libraries (CuPy) are reshaped by their own library."""
-    if not isinstance(x, np.ndarray):
-        return x.reshape(shape), None
-    try:
-        return _view_as(x, shape), None
-    except (ValueError, AttributeError):  # groups not contiguous in memory: one transposing copy
-        buf = take(x.size, x.dtype)
-        perm = _copy_order(x, split)
-        if perm is None:
-            np.copyto(buf.reshape(x.shape), x)
-            return buf.reshape(shape), buf
-        xt = x.transpose(perm)
-        np.copyto(buf.reshape(xt.shape), xt)
-        return buf.reshape(shape[:-2] + (shape[-1], shape[-2])).swapaxes(-1, -2), buf
-
-
-def _empty(n: int, dtype) -> np.ndarray:
-    return np.empty(n, dtype)
-
-
-def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, dtype=None):
+def contract_kernel(
+    a_shape: tuple,
+    b_shape: tuple,
+    attrs: tuple,
+    buffers=None,
+    dtype=None,
+    tune: Callable[[], bool] | None = None,
+):
     """A function ``(a, b) -> c`` for one CONTRACT, with every permutation and shape worked out
     once here rather than on each call. With ``buffers`` (an object with ``take(n, dtype)``
     and ``give(buf)``, see runtime/buffers.py) and the result's ``dtype``, the result and any
-    operand copy are written into buffers taken from it rather than freshly allocated arrays."""
+    operand copy are written into buffers taken from it rather than freshly allocated arrays.
+
+    How each operand becomes its GEMM matrix (graph/copy_plan.py) is decided once per layout of
+    the operands: by the copy cost model, or, when ``tune()`` answers True on that call and the
+    kernel is small enough to run a few extra times, by timing the candidate plans."""
     a_labels, b_labels, out, batch, left, con, right = attrs
     a_only = tuple(i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out)
     a_kept = tuple(lab for i, lab in enumerate(a_labels) if i not in a_only)
@@ -246,6 +210,8 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, 
     gemm = np.dot if nb == 1 else np.matmul
     a_mat, b_mat = ((nl, nk), (nk, nr)) if nb == 1 else ((nb, nl, nk), (nb, nk, nr))
     c_mat = a_mat[:-1] + (nr,)
+    split_a, split_b = (len(batch), len(left)), (len(batch), len(con))
+    tunable = tune is not None and nb * nl * nk * nr <= TUNE_MAX_MADDS
 
     def grouped(a, b):
         """The operands with lone labels summed and axes in GEMM order (views)."""
@@ -255,14 +221,58 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, 
             b = b.sum(axis=b_only, dtype=b.dtype)
         return (a if pa is None else a.transpose(pa)), (b if pb is None else b.transpose(pb))
 
-    split_a, split_b = (len(batch), len(left)), (len(batch), len(con))
-    # small operands: NumPy's own reshape (a copy in C order where needed) costs least
-    big_a, big_b = nb * nl * nk >= COPY_ORDER_MIN, nb * nk * nr >= COPY_ORDER_MIN
+    perm_a = copy_plan.swapped(split_a, len(a_kept))
+    perm_b = copy_plan.swapped(split_b, len(b_kept))
+    ta_mat, tb_mat = a_mat[:-2] + a_mat[:-3:-1], b_mat[:-2] + b_mat[:-3:-1]  # swapped matrices
+    # copies of small operands are left to NumPy's reshape even with buffers: taking and giving
+    # back a buffer costs more than the allocation it saves
+    small_a, small_b = nb * nl * nk < POOLED_COPY, nb * nk * nr < POOLED_COPY
+
+    view, swap = copy_plan.VIEW, copy_plan.COPY_SWAPPED
+
+    def product(a, b, how, take, c=None):
+        """The GEMM of the grouped operands made into matrices as ``how`` says (copies into
+        buffers from ``take``, or by NumPy when None), into ``c``; used to time the plans."""
+        a2, ta = copy_plan.as_matrix(a, a_mat, perm_a, how[0], None if small_a else take)
+        b2, tb = copy_plan.as_matrix(b, b_mat, perm_b, how[1], None if small_b else take)
+        c = gemm(a2, b2) if c is None else gemm(a2, b2, out=c)
+        return c, ta, tb
+
+    # The plan is decided on the first call: [the plan when timing cannot change it (else
+    # None), the model's plan, the measured plan (None: not measured yet), the candidates].
+    # Operands of later calls lie in memory as the first's (their producers' kernels do not
+    # change); where one does not, its values still come out right (a "view" its memory does
+    # not allow is made by a copy), only perhaps not by the cheaper copy. The calls below read
+    # the settled plan from one cell and branch inline: in a run whose GEMMs have pushed the
+    # interpreter out of the caches, every extra Python call costs about a microsecond.
+    decided: list = []
+    settled: list = [None]
+
+    def plan(a, b):
+        if not decided:
+            ways = [
+                (x, y)
+                for x in copy_plan.choices(a, a_mat, split_a)
+                for y in copy_plan.choices(b, b_mat, split_b)
+            ]
+            fixed = ways[0] if len(ways) == 1 or not tunable else None
+            decided[:] = [fixed, ways[0], None, ways]
+            settled[0] = fixed
+        if decided[0] is not None:
+            return decided[0]
+        if not tune():  # deterministic runs keep the model's plan
+            return decided[1]
+        if decided[2] is None:
+            decided[2] = copy_plan.measure(decided[3], lambda h: product(a, b, h, None))
+            if decided[2] == decided[1]:
+                decided[0] = settled[0] = decided[1]
+        return decided[2]
 
     def run(a, b):
         a, b = grouped(a, b)
-        a = _as_matrix(a, a_mat, split_a, _empty)[0] if big_a else a.reshape(a_mat)
-        b = _as_matrix(b, b_mat, split_b, _empty)[0] if big_b else b.reshape(b_mat)
+        ha, hb = settled[0] or plan(a, b)
+        a = a.transpose(perm_a).reshape(ta_mat).swapaxes(-1, -2) if ha is swap else a.reshape(a_mat)
+        b = b.transpose(perm_b).reshape(tb_mat).swapaxes(-1, -2) if hb is swap else b.reshape(b_mat)
         c = gemm(a, b).reshape(c_shape)
         return c if pc is None else c.transpose(pc)
 
@@ -270,13 +280,30 @@ def contract_kernel(a_shape: tuple, b_shape: tuple, attrs: tuple, buffers=None, 
         return run
     take, give = buffers.take, buffers.give
     dt, n_out = np.dtype(dtype), nb * nl * nr
+    pool_a, pool_b = not small_a, not small_b
 
     def run_into(a, b):
         a, b = grouped(a, b)
+        ha, hb = settled[0] or plan(a, b)
         c = take(n_out, dt)
-        a2, ta = _as_matrix(a, a_mat, split_a, take) if big_a else (a.reshape(a_mat), None)
-        b2, tb = _as_matrix(b, b_mat, split_b, take) if big_b else (b.reshape(b_mat), None)
-        gemm(a2, b2, out=c.reshape(c_mat))
+        ta = tb = None
+        if ha is view or not pool_a:
+            a = (
+                a.transpose(perm_a).reshape(ta_mat).swapaxes(-1, -2)
+                if ha is swap
+                else a.reshape(a_mat)
+            )
+        else:
+            a, ta = copy_plan.as_matrix(a, a_mat, perm_a, ha, take)
+        if hb is view or not pool_b:
+            b = (
+                b.transpose(perm_b).reshape(tb_mat).swapaxes(-1, -2)
+                if hb is swap
+                else b.reshape(b_mat)
+            )
+        else:
+            b, tb = copy_plan.as_matrix(b, b_mat, perm_b, hb, take)
+        gemm(a, b, out=c.reshape(c_mat))
         if ta is not None:
             give(ta)
         if tb is not None:

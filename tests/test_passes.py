@@ -529,9 +529,9 @@ def _stored(shape, mem, rng):
 
 @settings(max_examples=200, deadline=None)
 @given(_contractions())
-def test_contract_kernel_copies_in_the_cheaper_order_and_matches_einsum(case):
-    from tenloom.graph import ops_contract
-    from tenloom.graph.ops_contract import _copy_order, contract_kernel
+def test_contract_kernel_matches_einsum_under_every_copy_plan(case):
+    from tenloom.graph import copy_plan, ops_contract
+    from tenloom.graph.ops_contract import contract_kernel
 
     sizes, ta, tb, out, groups, mem_a, mem_b = case
     rng = np.random.default_rng(len(ta) * 7 + len(tb))
@@ -539,23 +539,115 @@ def test_contract_kernel_copies_in_the_cheaper_order_and_matches_einsum(case):
     b = _stored(tuple(sizes[lab] for lab in tb), mem_b, rng)
     attrs = (ta, tb, out, *groups)
     want = np.einsum(a, list(ta), b, list(tb), list(out))
-    saved = ops_contract.COPY_ORDER_MIN
+    every = (copy_plan.COPY, copy_plan.COPY_SWAPPED, copy_plan.VIEW)
+    choices, pooled = copy_plan.choices, ops_contract.POOLED_COPY
+    # the model's plan, the measured one, and each way forced on both operands (a "view" where
+    # the memory does not allow one is a copy made by reshape, and must still be right); with a
+    # pool every copy goes into its buffers (these operands are small)
     try:
-        for ops_contract.COPY_ORDER_MIN in (0, saved):  # copies in the chosen order, and small
+        ops_contract.POOLED_COPY = 0
+        for how in (None, *every):
+            if how is not None:
+                copy_plan.choices = lambda x, shape, split, how=how: (how,)
             for pool in (None, _Pool()):
-                kernel = contract_kernel(a.shape, b.shape, attrs, pool, a.dtype if pool else None)
-                np.testing.assert_allclose(kernel(a, b), want, rtol=1e-12, atol=1e-12)
+                for tune in (None, lambda: True):
+                    kernel = contract_kernel(
+                        a.shape, b.shape, attrs, pool, a.dtype if pool else None, tune
+                    )
+                    for _ in range(2):  # the first call plans (and may measure), then reuses
+                        got = kernel(a, b)
+                        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     finally:
-        ops_contract.COPY_ORDER_MIN = saved
-    # the order a copy of operand a is made in: its innermost loop reads with the shorter stride
-    batch, left, con, _ = groups
-    view = a.transpose([ta.index(lab) for lab in batch + left + con])
-    perm = _copy_order(view, (len(batch), len(left)))
-    big = [i for i in range(view.ndim) if view.shape[i] > 1]
-    first = [i for i in big if len(batch) <= i < len(batch) + len(left)]
-    second = [i for i in big if i >= len(batch) + len(left)]
-    if perm is None:
-        assert not first or not second or view.strides[first[-1]] >= view.strides[second[-1]]
-    else:
-        assert view.strides[first[-1]] < view.strides[second[-1]]
-        assert perm[-1] == len(batch) + len(left) - 1
+        copy_plan.choices, ops_contract.POOLED_COPY = choices, pooled
+
+
+def test_copy_plans_read_memory_as_it_lies():
+    from tenloom.graph import copy_plan
+
+    x = np.arange(24.0).reshape(2, 3, 4)  # (batch, first, second) in C order: a view
+    assert copy_plan.choices(x, (2, 3, 4), (1, 1)) == (copy_plan.VIEW,)
+    # groups stored the other way round, (batch, second, first): BLAS reads the transposed
+    # matrix, no copy
+    xt = np.arange(48.0).reshape(2, 2, 2, 3, 2).transpose(0, 3, 4, 1, 2)  # (2, 3, 2, 2, 2)
+    assert copy_plan.choices(xt, (2, 6, 4), (1, 2)) == (copy_plan.VIEW,)
+    m, buf = copy_plan.as_matrix(xt, (2, 6, 4), copy_plan.swapped((1, 2), 5), copy_plan.VIEW, None)
+    assert buf is None and np.shares_memory(m, xt)
+    np.testing.assert_array_equal(m, xt.reshape(2, 6, 4))
+    # neither: a copy, both orders on offer, each giving the same matrix
+    y = np.arange(120.0).reshape(5, 4, 3, 2).transpose(2, 0, 3, 1)  # (3, 5, 2, 4)
+    ways = copy_plan.choices(y, (3, 10, 4), (1, 2))
+    assert sorted(ways) == sorted((copy_plan.COPY, copy_plan.COPY_SWAPPED))
+    perm = copy_plan.swapped((1, 2), 4)
+    for how in ways:
+        for take in (np.empty, None):  # into a buffer handed out, or allocated by NumPy
+            m, buf = copy_plan.as_matrix(y, (3, 10, 4), perm, how, take)
+            assert (buf is not None) == (take is not None) and not np.shares_memory(m, y)
+            np.testing.assert_array_equal(m, y.reshape(3, 10, 4))
+
+
+def test_copy_cost_prefers_long_inner_loops_and_short_strides():
+    from tenloom.graph.copy_plan import copy_cost, runs
+
+    flat = np.empty((2, 64, 64))
+    rows = flat.transpose(1, 0, 2)  # inner loop: 64 elements, stride 1
+    columns = flat.transpose(0, 2, 1)  # inner loop: 64 elements, stride 64
+    pairs = flat.transpose(1, 2, 0)  # inner loop: 2 elements, stride 4096
+    assert runs(flat) == [(8192, 1)] and runs(pairs) == [(4096, 1), (2, 4096)]
+    assert copy_cost(flat) < copy_cost(rows) < copy_cost(columns) < copy_cost(pairs)
+    # many axes of 2, walked against memory order: a loop per 2 elements
+    tiny = np.empty((2,) * 12)
+    assert copy_cost(tiny.transpose(*range(1, 12), 0)) > 4 * copy_cost(tiny)
+
+
+def test_measure_keeps_the_fastest_and_times_every_candidate_each_round():
+    from tenloom.graph.copy_plan import measure
+
+    now = [0.0]
+    cost = {"slow": 3.0, "fast": 1.0, "noisy": 2.0}
+    calls = []
+
+    def clock():
+        return now[0]
+
+    def run(c):
+        calls.append(c)
+        # the first round is disturbed for "fast" (a slow patch of the machine)
+        now[0] += cost[c] + (10.0 if c == "fast" and len(calls) <= 3 else 0.0)
+
+    assert measure(["slow", "fast", "noisy"], run, rounds=3, clock=clock) == "fast"
+    assert calls == ["slow", "fast", "noisy"] * 3
+    assert measure(["a", "b"], lambda c: None, clock=lambda: 0.0) == "a"  # ties: the first
+
+
+def test_deterministic_runs_keep_the_models_copy_plan():
+    from tenloom.graph import copy_plan
+    from tenloom.graph.ops_contract import contract_kernel
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 5, 3, 2)).transpose(1, 0, 3, 2)  # needs a copy
+    b = rng.standard_normal((5, 2, 6))
+    attrs = ((0, 1, 2, 3), (0, 2, 4), (1, 3, 4), (), (1, 3), (0, 2), (4,))
+    want = np.einsum(a, [0, 1, 2, 3], b, [0, 2, 4], [1, 3, 4])
+    allowed = [True]
+    measured = []
+    saved = copy_plan.measure
+
+    def fake_measure(ways, run, **kw):  # picks the last way, unlike the model
+        measured.append(ways)
+        return ways[-1]
+
+    try:
+        copy_plan.measure = fake_measure
+        kernel = contract_kernel(a.shape, b.shape, attrs, tune=lambda: allowed[0])
+        allowed[0] = False
+        np.testing.assert_allclose(kernel(a, b), want, rtol=1e-12)
+        assert not measured  # not allowed to time: the model's plan, nothing measured
+        allowed[0] = True
+        np.testing.assert_allclose(kernel(a, b), want, rtol=1e-12)
+        np.testing.assert_allclose(kernel(a, b), want, rtol=1e-12)
+        assert len(measured) == 1  # measured once per layout, then reused
+        # with tune=None (the reference kernel, CUDA) nothing is ever measured
+        contract_kernel(a.shape, b.shape, attrs)(a, b)
+        assert len(measured) == 1
+    finally:
+        copy_plan.measure = saved

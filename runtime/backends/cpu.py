@@ -18,12 +18,19 @@ from tenloom.graph.ops_contract import contract_kernel
 from tenloom.graph.ops_elementwise import BINARY, UNARY
 from tenloom.runtime import buffers
 from tenloom.runtime.backends.cpu_fused import chunked_kernel
+from tenloom.runtime.determinism import DETERMINISTIC
 
 SMALL = 2048  # elements; smaller fused regions run step by step in NumPy or through numexpr
 # numexpr's names for our dtypes in a compiled signature (its "float" is float32)
 NUMEXPR_TYPES = {"|b1": bool, "<i4": np.int32, "<i8": np.int64, "<f4": float, "<f8": np.float64}
 NUMEXPR_TYPES["<c16"] = complex
 NUMEXPR_MIN_OPS = 6  # ops in a small region from which one numexpr call beats the ufunc calls
+
+
+def may_time() -> bool:
+    """Whether a kernel may choose how to run by timing its candidates on this call: not under
+    ``deterministic=True``, whose runs must give the same bits whatever the timings say."""
+    return not DETERMINISTIC.get()
 
 
 def compile_steps(program: tuple):
@@ -135,9 +142,9 @@ class Backend:
         if node.op is Op.CONTRACT:
             a, b = node.inputs
             if node.nbytes < buffers.POOL_MIN_BYTES:  # small: the plain kernel has less to do
-                return contract_kernel(a.shape, b.shape, node.attrs)
+                return contract_kernel(a.shape, b.shape, node.attrs, tune=may_time)
             dtype = np.result_type(a.dtype, b.dtype)
-            return contract_kernel(a.shape, b.shape, node.attrs, buffers, dtype)
+            return contract_kernel(a.shape, b.shape, node.attrs, buffers, dtype, may_time)
         if node.op is Op.LAYOUT:
             return layout_kernel(node.attrs[0])
         if node.op is Op.EINSUM:

@@ -1,0 +1,146 @@
+"""How a CONTRACT operand becomes the matrix its GEMM reads: a view, or one transposing copy.
+
+An operand arrives as a view with its axes in GEMM order, (batch, first group, second group)
+(A: batch, left, contracted; B: batch, contracted, right). The GEMM needs each group as one
+axis. Three ways to get there:
+
+- ``VIEW``: each group's axes already lie one inside the other in memory; a reshape, no copy
+  (BLAS reads a matrix stored either way round).
+- ``COPY``: copy into (batch, first, second) order.
+- ``COPY_SWAPPED``: copy into (batch, second, first) order, read as a transposed matrix.
+
+Which copy is cheaper depends on how NumPy's copy loop walks the source: its inner loop runs
+along the copy's last axis (after merging axes that lie contiguously in both), so a copy whose
+inner loop has 2 elements pays the loop overhead every 2 elements, and one that reads with a
+stride of thousands of elements pays a cache line per element. ``copy_cost`` models this with
+weights fitted to 385 copies timed both ways on W1, W2, W3 and W7. It is not exact: on W1,
+whose operands have many axes of 4, its picks copy in 237 us where the faster order of each
+copy would take 180 us. So where the caller allows it (not under ``deterministic=True``), the
+kernel times the candidates on its first call and keeps the fastest (``measure``), as FFTW's
+planner measures rather than guesses. The plan changes no value, only (through BLAS reading a
+transposed matrix) perhaps the rounding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+VIEW, COPY, COPY_SWAPPED = "view", "copy", "copy_swapped"
+
+# copy_cost weights (microseconds): per element, per inner loop, per element read with a stride,
+# per element read a cache line apart, per second-level loop, per call
+_PER_ELEMENT = 9.5e-5
+_PER_INNER_LOOP = 2.0e-3
+_PER_STRIDED = 1.0e-4
+_PER_FAR = 6.3e-5
+_PER_OUTER_LOOP = 2.2e-3
+_PER_CALL = 0.6
+
+
+def runs(x: np.ndarray) -> list[tuple[int, int]]:
+    """(length, stride in elements) of the loops a C-order walk over ``x`` makes, outermost
+    first: size-1 axes dropped, and neighbouring axes merged where one steps into the next."""
+    out: list[tuple[int, int]] = []
+    item = x.itemsize
+    for n, s in zip(x.shape, x.strides):
+        if n == 1:
+            continue
+        s //= item
+        if out and out[-1][1] == s * n:
+            out[-1] = (out[-1][0] * n, s)
+        else:
+            out.append((n, s))
+    return out
+
+
+def copy_cost(x: np.ndarray) -> float:
+    """Modelled time (us) of copying the view ``x`` into a C-contiguous array."""
+    n = x.size
+    loops = runs(x) or [(1, 1)]
+    inner, stride = loops[-1]
+    second = loops[-2][0] if len(loops) > 1 else 1
+    return (
+        _PER_CALL
+        + n * (_PER_ELEMENT + _PER_STRIDED * (abs(stride) > 1) + _PER_FAR * (abs(stride) >= 8))
+        + n / inner * _PER_INNER_LOOP
+        + n / (inner * second) * _PER_OUTER_LOOP
+    )
+
+
+def swapped(split: tuple[int, int], ndim: int) -> tuple[int, ...]:
+    """The axis order (batch, second, first) of an operand split at ``split`` = (batch axes,
+    first group's axes)."""
+    nb, n1 = split
+    return (*range(nb), *range(nb + n1, ndim), *range(nb, nb + n1))
+
+
+def view_as(x: np.ndarray, shape: tuple) -> np.ndarray:
+    """``x`` reshaped without copying; ValueError (AttributeError before NumPy 2.1, which has
+    no ``copy=``) when its memory does not allow it."""
+    try:
+        return x.reshape(shape, copy=False)
+    except TypeError:
+        v = x.view()
+        v.shape = shape
+        return v
+
+
+def _viewable(x: np.ndarray, shape: tuple) -> bool:
+    try:
+        view_as(x, shape)
+    except (ValueError, AttributeError):
+        return False
+    return True
+
+
+def choices(x: Any, shape: tuple, split: tuple[int, int]) -> tuple[str, ...]:
+    """The ways operand ``x`` can become the matrix ``shape``: a view when its memory allows
+    (one way), else the two copies, the one ``copy_cost`` prefers first."""
+    if not isinstance(x, np.ndarray) or _viewable(x, shape):
+        return (VIEW,)  # other libraries' arrays (CuPy) are reshaped by their own library
+    xs = x.transpose(swapped(split, x.ndim))
+    if copy_cost(xs) < copy_cost(x):
+        return (COPY_SWAPPED, COPY)
+    return (COPY, COPY_SWAPPED)
+
+
+def as_matrix(x: Any, shape: tuple, perm: tuple[int, ...], how: str, take: Callable | None):
+    """``x`` as the matrix (or stack of matrices) ``shape`` the way ``how`` says, and the buffer
+    a copy went into (None for a view or a copy NumPy allocated). ``perm`` is the swapped axis
+    order (``swapped``). With ``take(n, dtype)`` a copy goes into an array from it, for the
+    caller to hand back after the GEMM; with None NumPy's reshape makes it (one call: the least
+    overhead, for small operands)."""
+    if how == VIEW:
+        return x.reshape(shape), None
+    if how == COPY_SWAPPED:
+        x = x.transpose(perm)
+        shape = shape[:-2] + (shape[-1], shape[-2])
+    if take is None:
+        m, buf = x.reshape(shape), None
+    else:
+        buf = take(x.size, x.dtype)
+        np.copyto(buf.reshape(x.shape), x)
+        m = buf.reshape(shape)
+    return (m.swapaxes(-1, -2) if how == COPY_SWAPPED else m), buf
+
+
+def measure(
+    candidates: Sequence[Any],
+    run: Callable[[Any], object],
+    rounds: int = 3,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Any:
+    """The candidate whose ``run(candidate)`` took least time, the minimum over ``rounds``
+    rounds that each try every candidate once (so a slow patch of the machine hits all of
+    them). Ties keep the earlier candidate."""
+    best = [float("inf")] * len(candidates)
+    for _ in range(rounds):
+        for i, c in enumerate(candidates):
+            t0 = clock()
+            run(c)
+            best[i] = min(best[i], clock() - t0)
+    return candidates[min(range(len(candidates)), key=best.__getitem__)]
