@@ -228,7 +228,7 @@ def contract_kernel(
     # back a buffer costs more than the allocation it saves
     small_a, small_b = nb * nl * nk < POOLED_COPY, nb * nk * nr < POOLED_COPY
 
-    view, swap = copy_plan.VIEW, copy_plan.COPY_SWAPPED
+    view, copy, swap = copy_plan.VIEW, copy_plan.COPY, copy_plan.COPY_SWAPPED
 
     def product(a, b, how, take, c=None):
         """The GEMM of the grouped operands made into matrices as ``how`` says (copies into
@@ -239,40 +239,59 @@ def contract_kernel(
         return c, ta, tb
 
     # The plan is decided on the first call: [the plan when timing cannot change it (else
-    # None), the model's plan, the measured plan (None: not measured yet), the candidates].
-    # Operands of later calls lie in memory as the first's (their producers' kernels do not
-    # change); where one does not, its values still come out right (a "view" its memory does
-    # not allow is made by a copy), only perhaps not by the cheaper copy. The calls below read
-    # the settled plan from one cell and branch inline: in a run whose GEMMs have pushed the
-    # interpreter out of the caches, every extra Python call costs about a microsecond.
+    # None), the model's plan, the measured plan (None: not measured yet), the candidates of
+    # each operand]. Operands of later calls lie in memory as the first's (their producers'
+    # kernels do not change); where one does not, its values still come out right (a "view"
+    # its memory does not allow is made by a copy, a gather checks the strides), only perhaps
+    # not by the cheaper copy. The calls below read the settled plan from one cell and branch
+    # inline: in a run whose GEMMs have pushed the interpreter out of the caches, every extra
+    # Python call costs about a microsecond.
     decided: list = []
     settled: list = [None]
 
     def plan(a, b):
         if not decided:
-            ways = [
-                (x, y)
-                for x in copy_plan.choices(a, a_mat, split_a)
-                for y in copy_plan.choices(b, b_mat, split_b)
-            ]
-            fixed = ways[0] if len(ways) == 1 or not tunable else None
-            decided[:] = [fixed, ways[0], None, ways]
+            ways_a = copy_plan.choices(a, a_mat, split_a)
+            ways_b = copy_plan.choices(b, b_mat, split_b)
+            model = (ways_a[0], ways_b[0])
+            fixed = model if (len(ways_a) == len(ways_b) == 1) or not tunable else None
+            decided[:] = [fixed, model, None, (ways_a, ways_b)]
             settled[0] = fixed
         if decided[0] is not None:
             return decided[0]
         if not tune():  # deterministic runs keep the model's plan
             return decided[1]
         if decided[2] is None:
-            decided[2] = copy_plan.measure(decided[3], lambda h: product(a, b, h, None))
+            decided[2] = measured(a, b, *decided[3])
             if decided[2] == decided[1]:
                 decided[0] = settled[0] = decided[1]
         return decided[2]
 
+    def measured(a, b, ways_a, ways_b):
+        """The plan timing picks: operand a's ways with b's first, then b's with a's best."""
+        ha = ways_a[0]
+        if len(ways_a) > 1:
+            ha = copy_plan.measure(ways_a, lambda h: product(a, b, (h, ways_b[0]), None))
+        hb = ways_b[0]
+        if len(ways_b) > 1:
+            hb = copy_plan.measure(ways_b, lambda h: product(a, b, (ha, h), None))
+        return ha, hb
+
     def run(a, b):
         a, b = grouped(a, b)
         ha, hb = settled[0] or plan(a, b)
-        a = a.transpose(perm_a).reshape(ta_mat).swapaxes(-1, -2) if ha is swap else a.reshape(a_mat)
-        b = b.transpose(perm_b).reshape(tb_mat).swapaxes(-1, -2) if hb is swap else b.reshape(b_mat)
+        if ha is view or ha is copy:
+            a = a.reshape(a_mat)  # NumPy copies where the memory does not allow a view
+        elif ha is swap:
+            a = a.transpose(perm_a).reshape(ta_mat).swapaxes(-1, -2)
+        else:
+            a = ha.matrix(a, a_mat)[0]
+        if hb is view or hb is copy:
+            b = b.reshape(b_mat)
+        elif hb is swap:
+            b = b.transpose(perm_b).reshape(tb_mat).swapaxes(-1, -2)
+        else:
+            b = hb.matrix(b, b_mat)[0]
         c = gemm(a, b).reshape(c_shape)
         return c if pc is None else c.transpose(pc)
 
@@ -280,29 +299,20 @@ def contract_kernel(
         return run
     take, give = buffers.take, buffers.give
     dt, n_out = np.dtype(dtype), nb * nl * nr
-    pool_a, pool_b = not small_a, not small_b
+    take_a, take_b = (None if small_a else take), (None if small_b else take)
 
     def run_into(a, b):
         a, b = grouped(a, b)
         ha, hb = settled[0] or plan(a, b)
         c = take(n_out, dt)
-        ta = tb = None
-        if ha is view or not pool_a:
-            a = (
-                a.transpose(perm_a).reshape(ta_mat).swapaxes(-1, -2)
-                if ha is swap
-                else a.reshape(a_mat)
-            )
+        if ha is view:
+            a, ta = a.reshape(a_mat), None
         else:
-            a, ta = copy_plan.as_matrix(a, a_mat, perm_a, ha, take)
-        if hb is view or not pool_b:
-            b = (
-                b.transpose(perm_b).reshape(tb_mat).swapaxes(-1, -2)
-                if hb is swap
-                else b.reshape(b_mat)
-            )
+            a, ta = copy_plan.as_matrix(a, a_mat, perm_a, ha, take_a)
+        if hb is view:
+            b, tb = b.reshape(b_mat), None
         else:
-            b, tb = copy_plan.as_matrix(b, b_mat, perm_b, hb, take)
+            b, tb = copy_plan.as_matrix(b, b_mat, perm_b, hb, take_b)
         gemm(a, b, out=c.reshape(c_mat))
         if ta is not None:
             give(ta)

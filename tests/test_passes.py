@@ -546,8 +546,12 @@ def test_contract_kernel_matches_einsum_under_every_copy_plan(case):
     # pool every copy goes into its buffers (these operands are small)
     try:
         ops_contract.POOLED_COPY = 0
-        for how in (None, *every):
-            if how is not None:
+        for how in (None, *every, "gather"):
+            if how == "gather":
+                copy_plan.choices = lambda x, shape, split: (
+                    (copy_plan.Gather(x),) if copy_plan.Gather.fits(x) else (copy_plan.COPY,)
+                )
+            elif how is not None:
                 copy_plan.choices = lambda x, shape, split, how=how: (how,)
             for pool in (None, _Pool()):
                 for tune in (None, lambda: True):
@@ -576,13 +580,21 @@ def test_copy_plans_read_memory_as_it_lies():
     # neither: a copy, both orders on offer, each giving the same matrix
     y = np.arange(120.0).reshape(5, 4, 3, 2).transpose(2, 0, 3, 1)  # (3, 5, 2, 4)
     ways = copy_plan.choices(y, (3, 10, 4), (1, 2))
-    assert sorted(ways) == sorted((copy_plan.COPY, copy_plan.COPY_SWAPPED))
+    assert len(ways) == 3 and {copy_plan.COPY, copy_plan.COPY_SWAPPED} < set(ways)
+    assert any(isinstance(w, copy_plan.Gather) for w in ways)  # one dense block: gather too
     perm = copy_plan.swapped((1, 2), 4)
     for how in ways:
         for take in (np.empty, None):  # into a buffer handed out, or allocated by NumPy
             m, buf = copy_plan.as_matrix(y, (3, 10, 4), perm, how, take)
             assert (buf is not None) == (take is not None) and not np.shares_memory(m, y)
             np.testing.assert_array_equal(m, y.reshape(3, 10, 4))
+    # a gather planned for one layout copies another layout the ordinary way
+    gather = next(w for w in ways if isinstance(w, copy_plan.Gather))
+    other = np.arange(120.0).reshape(3, 5, 2, 4)
+    np.testing.assert_array_equal(gather.matrix(other, (3, 10, 4))[0], other.reshape(3, 10, 4))
+    # no gather from memory with gaps (a slice), nor past GATHER_MAX elements
+    assert not copy_plan.Gather.fits(np.empty((6, 8))[:, ::2].T)
+    assert not copy_plan.Gather.fits(np.empty(copy_plan.GATHER_MAX + 1))
 
 
 def test_copy_cost_prefers_long_inner_loops_and_short_strides():
