@@ -296,6 +296,7 @@ def contract_kernel(
         return c if pc is None else c.transpose(pc)
 
     if buffers is None or dtype is None:
+        run.fresh = True  # its result is new memory, never an input's or an arena's
         return run
     take, give = buffers.take, buffers.give
     dt, n_out = np.dtype(dtype), nb * nl * nr

@@ -117,26 +117,35 @@ def _run_sequential(prog, bound, backend, device, leaf_roots) -> list[Any]:
     vals: list[Any] = [None] * prog.n_slots
     check = testing.check
     from_host = backend.from_host
+    # one pass per node: this loop's own cost is the dispatch overhead of every small node
     try:
         for step in prog.steps:
             node = step.node
+            kernel = step.kernel
             try:
                 check(node)
-                if step.kernel is None:
+                if kernel is None:
                     const = node.op is Op.CONST
                     host = node.attrs[0].value if const else bound[id(node)]
                     value = from_host(host, const)
                     leaf_roots.add(id(_root(value)) if isinstance(value, np.ndarray) else id(value))
                 else:
-                    value = step.kernel(*[vals[i] for i in step.inputs])
-                    if arena is not None:
+                    ins = step.inputs
+                    if len(ins) == 2:
+                        value = kernel(vals[ins[0]], vals[ins[1]])
+                    elif len(ins) == 1:
+                        value = kernel(vals[ins[0]])
+                    else:
+                        value = kernel(*[vals[i] for i in ins])
+                    if arena is not None and step.tracked:
                         arena.hold(value)
             except Exception as e:
                 raise EvaluationError(f"node failed: {describe(node, device)}: {e}") from e
             vals[step.out] = value
-            for f in step.free:
-                if arena is not None:
+            if arena is not None:
+                for f in step.drop:
                     arena.drop(vals[f])
+            for f in step.free:
                 vals[f] = None
         return [vals[k] for k in prog.outputs]
     finally:

@@ -26,6 +26,11 @@ class Step:
     inputs: tuple[int, ...]
     out: int
     free: tuple[int, ...]  # slots whose last use is this step
+    # whether the arena must count this step's value against its buffer: False where the
+    # kernel says its result is always fresh memory (``kernel.fresh``), never an arena buffer
+    # or a view of one, and for leaves
+    tracked: bool = True
+    drop: tuple[int, ...] = ()  # the slots of ``free`` holding tracked values
 
 
 @dataclass
@@ -66,16 +71,20 @@ def compile_program(graph: Graph, backend: Any) -> Program:
     for s, k in last_use.items():
         if s not in keep:
             frees.setdefault(k, []).append(s)
-    steps = []
+    steps: list[Step] = []
     for k, node in enumerate(order):
         leaf = node.op in (Op.CONST, Op.PLACEHOLDER)
+        kernel = None if leaf else backend.kernel(node)
+        free = tuple(dict.fromkeys(frees.get(k, ())))
         steps.append(
             Step(
                 node,
-                None if leaf else backend.kernel(node),
+                kernel,
                 tuple(slot[id(i)] for i in node.inputs),
                 k,
-                tuple(dict.fromkeys(frees.get(k, ()))),
+                free,
+                not leaf and not getattr(kernel, "fresh", False),
+                tuple(f for f in free if steps[f].tracked),
             )
         )
     pooled = any(
