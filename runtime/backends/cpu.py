@@ -10,6 +10,7 @@ complex128).
 from __future__ import annotations
 
 import numpy as np
+from tenloom.graph import copy_plan
 from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.einsum import einsum_kernel
 from tenloom.graph.node import Node
@@ -59,17 +60,43 @@ def compile_steps(program: tuple):
     return namespace["fused"]
 
 
-def layout_kernel(perm: tuple):
-    """LAYOUT: the operand copied into a buffer whose memory order is ``perm``."""
+def layout_kernel(perm: tuple, timed: bool = True):
+    """LAYOUT: the operand copied into a buffer whose memory order is ``perm``.
+
+    The copy is a strided copy or a gather (graph/copy_plan.py), chosen on the first call by
+    timing both when ``timed`` (the two give the same bits, so ``deterministic=True`` does not
+    care), else by the copy cost model. Later calls copy the same way."""
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
     inv = tuple(inv)
+    chosen: list = []
+
+    def strided(xt, out):
+        np.copyto(out, xt)
+
+    def decide(xt):
+        if not copy_plan.Gather.fits(xt):
+            return strided
+        gather = copy_plan.Gather(xt)  # falls back to a strided copy for other strides
+
+        def gathered(xt, out):
+            gather.matrix(xt, out.shape, lambda n, dt: out.reshape(-1))
+
+        ways = [strided, gathered]
+        if copy_plan.gather_cost(xt) < copy_plan.copy_cost(xt):
+            ways.reverse()
+        if not timed:
+            return ways[0]
+        scratch = np.empty(xt.shape, xt.dtype)
+        return copy_plan.measure(ways, lambda f: f(xt, scratch))
 
     def run(x):
         xt = x.transpose(perm)
         out = buffers.take(x.size, x.dtype).reshape(xt.shape)
-        np.copyto(out, xt)
+        if not chosen:
+            chosen.append(decide(xt))
+        chosen[0](xt, out)
         return out.transpose(inv)
 
     return run
