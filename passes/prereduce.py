@@ -5,16 +5,29 @@
 
 Repeated labels (diagonals) are taken and lone labels summed before any pairwise contraction,
 so the order search and the GEMMs only see labels shared between operands.
+
+A reduction of a constant (such a one-operand einsum, or a sum) is computed here, once, into a
+new constant, never bigger than the one it reads, rather than on every run:
+
+    einsum('iijk->ij', const) -> const(value of einsum('iijk->ij', const))
+    sum(const, axes)          -> const(value of the sum)
+
+except where the constant is also an output of the graph: the pre-pass of grad, vjp and jvp
+lists the tensors it differentiates with respect to as outputs, and their uses must stay
+visible for the derivative to flow back to them (the derivative graphs built from that
+pre-pass have their reductions of constants folded when they are evaluated).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+from tenloom.graph.api import _const_node
 from tenloom.graph.einsum import einsum_node
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
-from tenloom.graph.ops import Op
+from tenloom.graph.ops import Op, op_def
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph
 
@@ -30,13 +43,33 @@ def reduced_term(term, others: Counter, output) -> tuple:
     return tuple(keep)
 
 
+def _folded(node: Node, outputs: set[int]) -> Node | None:
+    """``node`` computed into a constant, when it reduces a constant that is not an output."""
+    if node.op not in (Op.EINSUM, Op.SUM) or len(node.inputs) != 1:
+        return None
+    (x,) = node.inputs
+    if x.op is not Op.CONST or id(x) in outputs or node.size > x.size:
+        return None
+    value = np.asarray(op_def(node.op).ref([x.attrs[0].value], node.attrs))
+    if value.shape != node.shape:
+        return None
+    # the node's dtype, as its kernel would give (NumPy's sum widens small integers)
+    return _const_node(value.astype(node.dtype, copy=False))
+
+
 @register_pass("prereduce")
 def prereduce(graph: Graph, ctx: PassContext) -> Graph:
-    """Take diagonals and sum lone labels of each operand first (see the module docstring)."""
-    reduced = 0
+    """Take diagonals and sum lone labels of each operand first, reductions of constants
+    computed once (see the module docstring)."""
+    reduced = folded = 0
+    outputs = {id(o) for o in graph.outputs}
 
     def fn(node: Node) -> Node:
-        nonlocal reduced
+        nonlocal reduced, folded
+        const = _folded(node, outputs)
+        if const is not None:
+            folded += 1
+            return const
         if node.op is not Op.EINSUM or len(node.inputs) < 2:
             return node
         terms, out = node.attrs
@@ -47,6 +80,8 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
             keep = reduced_term(t, others, out)
             if keep != tuple(t):
                 x = einsum_node([x], [t], keep)
+                x = _folded(x, outputs) or x
+                folded += x.op is Op.CONST
                 reduced += 1
                 changed = True
             nodes.append(x)
@@ -54,5 +89,5 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
         return einsum_node(nodes, new_terms, out) if changed else node
 
     res = map_graph(graph, fn)
-    ctx.record("prereduce", operands_reduced=reduced)
+    ctx.record("prereduce", operands_reduced=reduced, constants_folded=folded)
     return res
