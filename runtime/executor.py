@@ -114,12 +114,18 @@ def _leaf_ids(prog: Program, bound: dict[int, Any]) -> set[int]:
 def _run_sequential(prog, bound, backend, device, leaf_roots) -> list[Any]:
     arena = prog.arena()
     token = CURRENT.set(arena)  # None too: a run nested in another never takes the outer's
-    vals: list[Any] = [None] * prog.n_slots
     check = testing.check
     from_host = backend.from_host
+    if testing.injecting():  # every node checked, constants too
+        vals: list[Any] = [None] * prog.n_slots
+        steps = prog.steps
+    else:  # constants are in their slots already
+        vals = list(prog.slots)
+        leaf_roots |= prog.const_roots
+        steps = prog.run_steps
     # one pass per node: this loop's own cost is the dispatch overhead of every small node
     try:
-        for step in prog.steps:
+        for step in steps:
             node = step.node
             kernel = step.kernel
             try:

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
-from tenloom.runtime.buffers import POOL_MIN_BYTES, POOLING, Arena
+from tenloom.runtime.buffers import POOL_MIN_BYTES, POOLING, Arena, root
 
 
 @dataclass
@@ -42,6 +43,12 @@ class Program:
     pooled: bool = False  # has intermediates big enough to reuse buffers for (buffers.py)
     arenas: list = field(default_factory=list)  # idle arenas, one per concurrent run at most
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # constants bound once: each run's slots start as a copy of ``slots`` (constants' backend
+    # values in place), ``const_roots`` are their memory's identities, and ``run_steps`` are
+    # the steps left to run (all but the constants)
+    slots: list = field(default_factory=list)
+    const_roots: frozenset = frozenset()
+    run_steps: list = field(default_factory=list)
 
     def arena(self):
         """An arena for one run (the last run's, when no other run holds it), or None."""
@@ -91,4 +98,13 @@ def compile_program(graph: Graph, backend: Any) -> Program:
         s.kernel is not None and s.node.nbytes >= POOL_MIN_BYTES and s.out not in keep
         for s in steps
     )
-    return Program(steps, tuple(slot[id(o)] for o in graph.outputs), len(order), pooled)
+    prog = Program(steps, tuple(slot[id(o)] for o in graph.outputs), len(order), pooled)
+    prog.slots = [None] * len(order)
+    roots = set()
+    for s in steps:
+        if s.node.op is Op.CONST:
+            value = prog.slots[s.out] = backend.from_host(s.node.attrs[0].value, True)
+            roots.add(id(root(value)) if isinstance(value, np.ndarray) else id(value))
+    prog.const_roots = frozenset(roots)
+    prog.run_steps = [s for s in steps if s.node.op is not Op.CONST]
+    return prog

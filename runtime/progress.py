@@ -52,7 +52,10 @@ def counted(prog: Program, bar: Any) -> Program:
         if kernel is not None and step.node.op is not Op.SLICED:  # slices count themselves
             kernel = _counting(kernel, bar, node_flops(step.node))
         steps.append(dataclasses.replace(step, kernel=kernel))
-    return Program(steps, prog.outputs, prog.n_slots)
+    out = Program(steps, prog.outputs, prog.n_slots)
+    out.slots, out.const_roots = prog.slots, prog.const_roots
+    out.run_steps = [s for s in steps if s.node.op is not Op.CONST]
+    return out
 
 
 def _counting(kernel, bar, flops: int):

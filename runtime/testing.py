@@ -19,6 +19,11 @@ class InjectedFailure(RuntimeError):
     """The exception ``fail_node`` raises inside the chosen node."""
 
 
+def injecting() -> bool:
+    """Whether a test has asked some node to fail."""
+    return bool(_FAIL)
+
+
 def check(node) -> None:
     """Called by executors before a node runs; raises if a test asked this node to fail."""
     if _FAIL:
