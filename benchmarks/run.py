@@ -488,17 +488,23 @@ def make_optimizer(ctg, setting):
 def peer_tree(ctg, ins, out, sd, setting):
     """cotengra's tree for the peers, with the search budget tenloom's ``setting`` has. For
     "auto" that is cotengra's fast preset, greedy and, on networks small and cheap enough
-    (tenloom's AUTO_HQ_* thresholds), its high-quality preset: of those trees the peers get
+    (tenloom's AUTO_HQ_* thresholds), its high-quality preset and the same seeded
+    hyper-optimizer run tenloom's search makes: of those trees the peers get
     the one with the fewest multiply-adds (cotengra's own measure; tenloom's pass picks by
     multiply-adds plus GEMM operand copies)."""
     if setting != "auto":
         return ctg.array_contract_tree(ins, out, sd, optimize=make_optimizer(ctg, setting))
-    from tenloom.passes.contraction_order import AUTO_HQ_MADDS, AUTO_HQ_TENSORS
+    from tenloom.passes.contraction_order import (
+        AUTO_HQ_MADDS,
+        AUTO_HQ_TENSORS,
+        auto_hyper_optimizer,
+    )
 
     trees = [ctg.array_contract_tree(ins, out, sd, optimize=ctg.AutoOptimizer())]
     trees.append(ctg.array_contract_tree(ins, out, sd, optimize="greedy"))
     if trees[0].contraction_cost() <= AUTO_HQ_MADDS and len(ins) <= AUTO_HQ_TENSORS:
         trees.append(ctg.array_contract_tree(ins, out, sd, optimize=ctg.AutoHQOptimizer()))
+        trees.append(ctg.array_contract_tree(ins, out, sd, optimize=auto_hyper_optimizer()))
     return min(trees, key=lambda t: t.contraction_cost())
 
 

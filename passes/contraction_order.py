@@ -161,6 +161,27 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
 # multiply-adds than the fast preset there.
 AUTO_HQ_TENSORS = 128
 AUTO_HQ_MADDS = 2e8
+# ... and, on the same networks, a seeded hyper-optimizer run with subtree reconfiguration,
+# budgeted the same way but at a lower rate: it stops once it has searched as long as its best
+# tree would take at AUTO_HYPER_RATE flops/s (W1: about 1.5 s), or after AUTO_HYPER_REPEATS
+# trees. cotengra's preset stops too early on W1 (3e7 multiply-adds, the same tree every run)
+# where this search finds 1e7, and the seed makes the tree the same in every process.
+AUTO_HYPER_RATE = 1e7
+AUTO_HYPER_REPEATS = 64
+
+
+def auto_hyper_optimizer():
+    """The seeded hyper-optimizer "auto" runs on small cheap networks (a fresh one)."""
+    import cotengra as ctg
+
+    return ctg.HyperOptimizer(
+        max_repeats=AUTO_HYPER_REPEATS,
+        max_time=f"rate:{AUTO_HYPER_RATE:g}",
+        reconf_opts={},
+        parallel=False,
+        seed=0,
+        progbar=False,
+    )
 
 
 # cotengra's high-quality preset warns once that the optional kahypar is not installed: a note
@@ -170,8 +191,8 @@ warnings.filterwarnings("ignore", message="Couldn't import `kahypar`", category=
 
 def _auto_path(terms, out, sizes) -> tuple[tuple, tuple]:
     """The "auto" search: cotengra's fast preset, greedy, and on small cheap networks its
-    high-quality preset; of their trees the one with the least ``layout_cost`` (multiply-adds
-    plus what the GEMMs copy), and the others."""
+    high-quality preset and a seeded hyper-optimizer run; of their trees the one with the
+    least ``layout_cost`` (multiply-adds plus what the GEMMs copy), and the others."""
     import cotengra as ctg
 
     args = ([tuple(t) for t in terms], tuple(out), dict(sizes))
@@ -180,6 +201,7 @@ def _auto_path(terms, out, sizes) -> tuple[tuple, tuple]:
     trees.append(ctg.array_contract_tree(*args, optimize="greedy"))
     if cheap and len(terms) <= AUTO_HQ_TENSORS:
         trees.append(ctg.array_contract_tree(*args, optimize="auto-hq"))
+        trees.append(ctg.array_contract_tree(*args, optimize=auto_hyper_optimizer()))
     paths = [tuple(tuple(int(i) for i in p) for p in t.get_ssa_path()) for t in trees]
     paths = list(dict.fromkeys(paths))
     costs = [layout_cost(terms, out, sizes, p) for p in paths]
