@@ -10,8 +10,9 @@ Each compiled program keeps an arena of the buffers its last run freed; the next
 them back by size. GEMM results, operand copies, layout copies and fused-region results are
 taken from it (the kernels that write with ``out=``).
 
-Safety: a buffer goes back only when no slot holds a value that lives in its memory (values are
-counted by their root buffer, so views count too), and never once it is (part of) an output.
+Safety: a buffer goes back only when nothing refers to it any more: no slot holds a value living
+in its memory (views hold their base, so CPython's reference count of the buffer tells), and
+never once it is (part of) an output.
 What arenas keep between runs is bounded by ``POOL_BYTES`` over the whole process (256 MiB, or
 ``TENLOOM_POOL_BYTES``; 0 turns reuse between runs off; buffers beyond it are simply dropped),
 goes with the program when the program is freed, and ``clear_pools()`` lets go of all of it.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import sys
 import threading
 import weakref
 
@@ -47,7 +49,6 @@ class Arena:
     def __init__(self) -> None:
         self.free: dict[tuple, list[np.ndarray]] = {}
         self.lent: dict[int, np.ndarray] = {}  # id(buffer) -> buffer, while a run uses it
-        self.live: dict[int, int] = {}  # id(buffer) -> slots whose value lives in it
         self.held = 0  # bytes in self.free
         self.lock = threading.Lock()
         _ARENAS.add(self)
@@ -61,7 +62,7 @@ class Arena:
             self.held = 0
 
     # The four calls below run for every pooled value of every run, so each takes its lock
-    # once and does no more than it must (about 1.5 us for a take-hold-drop cycle).
+    # once and does no more than it must.
     def take(self, n: int, dtype) -> np.ndarray:
         """A 1-d buffer of n elements of ``dtype`` (contents undefined)."""
         if not isinstance(dtype, np.dtype):
@@ -97,7 +98,6 @@ class Arena:
                 lent = False
             else:
                 lent = True
-                self.live.pop(key, None)
                 self.held += nbytes
                 self.free.setdefault((buf.size, buf.dtype), []).append(buf)
         if keep and not lent:  # not ours after all (or not kept): undo the count
@@ -105,35 +105,28 @@ class Arena:
                 _HELD[0] -= nbytes
 
     # ---- value accounting, called by the executor ----------------------------------------
-    def hold(self, value) -> None:
-        """A slot now holds ``value``; count it against its buffer if the arena lent that."""
+    def drop(self, slots: list, k: int) -> None:
+        """Clear ``slots[k]``; the buffer its value lived in goes back when no other Python
+        object refers to it any more: a value living in a buffer is a view, and every view
+        holds a reference to its base, so CPython's reference count of the buffer says whether
+        any slot (or output, or anything else) still uses its memory. This costs one count
+        read where counting slots per buffer cost a dictionary update for every value."""
+        value = slots[k]
+        slots[k] = None
         base = getattr(value, "base", None)
         while isinstance(base, np.ndarray):
             value, base = base, base.base
-        key = id(value)
-        if key in self.lent:  # a dict read is atomic; the update below takes the lock
-            with self.lock:
-                self.live[key] = self.live.get(key, 0) + 1
-
-    def drop(self, value) -> None:
-        """A slot let go of ``value``; the buffer goes back when nothing else lives in it."""
-        base = getattr(value, "base", None)
-        while isinstance(base, np.ndarray):
-            value, base = base, base.base
-        key = id(value)
-        if key in self.lent:
-            with self.lock:
-                left = self.live.get(key, 0) - 1
-                self.live[key] = left
-            if left <= 0:
-                self.give(value)
+        del base
+        # references left when no value uses it: the lent table's, this frame's, and
+        # getrefcount's argument
+        if id(value) in self.lent and sys.getrefcount(value) <= 3:
+            self.give(value)
 
     def finish(self) -> None:
         """End of a run: whatever is still lent (outputs, values of a failed run) is the
         caller's or garbage now, never reused."""
         with self.lock:
             self.lent.clear()
-            self.live.clear()
 
     def __del__(self) -> None:
         with _HELD_LOCK:

@@ -143,14 +143,12 @@ def _run_sequential(prog, bound, backend, device, leaf_roots) -> list[Any]:
                         value = kernel(vals[ins[0]])
                     else:
                         value = kernel(*[vals[i] for i in ins])
-                    if arena is not None and step.tracked:
-                        arena.hold(value)
             except Exception as e:
                 raise EvaluationError(f"node failed: {describe(node, device)}: {e}") from e
             vals[step.out] = value
             if arena is not None:
                 for f in step.drop:
-                    arena.drop(vals[f])
+                    arena.drop(vals, f)
             for f in step.free:
                 vals[f] = None
         return [vals[k] for k in prog.outputs]

@@ -27,11 +27,11 @@ class Step:
     inputs: tuple[int, ...]
     out: int
     free: tuple[int, ...]  # slots whose last use is this step
-    # whether the arena must count this step's value against its buffer: False where the
-    # kernel says its result is always fresh memory (``kernel.fresh``), never an arena buffer
-    # or a view of one, and for leaves
+    # whether this step's value may live in an arena buffer: False where the kernel says its
+    # result is always fresh memory (``kernel.fresh``), never an arena buffer or a view of
+    # one, and for leaves
     tracked: bool = True
-    drop: tuple[int, ...] = ()  # the slots of ``free`` holding tracked values
+    drop: tuple[int, ...] = ()  # the slots of ``free`` holding tracked values (buffers.drop)
 
 
 @dataclass

@@ -127,15 +127,13 @@ def run_concurrent(
                             failure = (k, exc)
                         continue
                     values[k], events[k] = f.result()
-                    if arena is not None:
-                        arena.hold(values[k])
                     done_count += 1
                     _release(k, consumers, waiting, ready)
                     for i in producers[k]:
                         uses[i] -= 1
                         if uses[i] == 0 and i not in keep:
                             if arena is not None:
-                                arena.drop(values[i])
+                                arena.drop(values, i)
                             values[i] = None
                             events[i] = None
         if failure is not None:
