@@ -157,6 +157,11 @@ class Backend:
                 sub = ",".join("".join(letter[x] for x in t) for t in terms)
                 sub += "->" + "".join(letter[x] for x in out)
                 return _on(device, lambda *xs: cp.einsum(sub, *xs))
+            # more labels than cupy.einsum's letters (only without the order pass, which splits
+            # networks into pairwise CONTRACTs): cotengra contracts it pair by pair on CuPy
+            import cotengra as ctg
+
+            return _on(device, lambda *xs: ctg.array_contract(xs, terms, out, optimize="greedy"))
         if op is Op.FUSED:
             return _on(device, self._fused(node))
         if op is Op.SLICED:
