@@ -8,6 +8,7 @@ EINSUM so the order search sees one network.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -164,6 +165,7 @@ def _contract_infer(inputs, attrs):
 
 
 TUNE_MAX_MADDS = 1 << 24  # kernels up to this size time their copy plans on the first call
+_PLANNING = threading.Lock()
 POOLED_COPY = 4096  # elements: smaller operand copies are allocated by NumPy, not the arena
 
 
@@ -238,34 +240,37 @@ def contract_kernel(
         c = gemm(a2, b2) if c is None else gemm(a2, b2, out=c)
         return c, ta, tb
 
-    # The plan is decided on the first call: [the plan when timing cannot change it (else
-    # None), the model's plan, the measured plan (None: not measured yet), the candidates of
-    # each operand]. Operands of later calls lie in memory as the first's (their producers'
-    # kernels do not change); where one does not, its values still come out right (a "view"
-    # its memory does not allow is made by a copy, a gather checks the strides), only perhaps
-    # not by the cheaper copy. The calls below read the settled plan from one cell and branch
-    # inline: in a run whose GEMMs have pushed the interpreter out of the caches, every extra
-    # Python call costs about a microsecond.
-    decided: list = []
-    settled: list = [None]
+    # Plans by the operands' layout (their strides): [the model's plan, the timed plan (None:
+    # not timed yet; the model's own object when timing agrees), the candidates until timed].
+    # A plan is a function of the layout alone, so deterministic runs, which keep the model's,
+    # give the same bits whatever layouts earlier calls had. ``last`` holds the last layout's
+    # (strides, model, timed); the calls below check it and branch inline: in a run whose GEMMs
+    # have pushed the interpreter out of the caches, every extra Python call costs about a
+    # microsecond.
+    plans: dict[tuple, list] = {}
+    last: list = [((), (), None, None)]
 
     def plan(a, b):
-        if not decided:
-            ways_a = copy_plan.choices(a, a_mat, split_a)
-            ways_b = copy_plan.choices(b, b_mat, split_b)
-            model = (ways_a[0], ways_b[0])
-            fixed = model if (len(ways_a) == len(ways_b) == 1) or not tunable else None
-            decided[:] = [fixed, model, None, (ways_a, ways_b)]
-            settled[0] = fixed
-        if decided[0] is not None:
-            return decided[0]
-        if not tune():  # deterministic runs keep the model's plan
-            return decided[1]
-        if decided[2] is None:
-            decided[2] = measured(a, b, *decided[3])
-            if decided[2] == decided[1]:
-                decided[0] = settled[0] = decided[1]
-        return decided[2]
+        key = (a.strides, b.strides)
+        with _PLANNING:  # one thread plans (and times) a layout; the others wait and reuse
+            entry = plans.get(key)
+            if entry is None:
+                ways_a = copy_plan.choices(a, a_mat, split_a)
+                ways_b = copy_plan.choices(b, b_mat, split_b)
+                model = (ways_a[0], ways_b[0])
+                if (len(ways_a) == len(ways_b) == 1) or not tunable:
+                    entry = plans[key] = [model, model, None]
+                else:
+                    entry = plans[key] = [model, None, (ways_a, ways_b)]
+            if entry[1] is None and tune():
+                timed = measured(a, b, *entry[2])
+                entry[1] = entry[0] if timed == entry[0] else timed
+                entry[2] = None  # the candidates' gather indices are not needed any more
+            model, timed, _ = entry
+            last[0] = (*key, model, timed)
+        if timed is None or (timed is not model and not tune()):
+            return model  # deterministic runs keep the model's plan
+        return timed
 
     def measured(a, b, ways_a, ways_b):
         """The plan timing picks: operand a's ways with b's first, then b's with a's best."""
@@ -279,7 +284,13 @@ def contract_kernel(
 
     def run(a, b):
         a, b = grouped(a, b)
-        ha, hb = settled[0] or plan(a, b)
+        sa, sb, model, timed = last[0]
+        if timed is None or a.strides != sa or b.strides != sb:
+            ha, hb = plan(a, b)
+        elif timed is model or not tune():  # deterministic runs keep the model's plan
+            ha, hb = model
+        else:
+            ha, hb = timed
         if ha is view or ha is copy:
             a = a.reshape(a_mat)  # NumPy copies where the memory does not allow a view
         elif ha is swap:
@@ -304,7 +315,13 @@ def contract_kernel(
 
     def run_into(a, b):
         a, b = grouped(a, b)
-        ha, hb = settled[0] or plan(a, b)
+        sa, sb, model, timed = last[0]
+        if timed is None or a.strides != sa or b.strides != sb:
+            ha, hb = plan(a, b)
+        elif timed is model or not tune():  # deterministic runs keep the model's plan
+            ha, hb = model
+        else:
+            ha, hb = timed
         c = take(n_out, dt)
         if ha is view:
             a, ta = a.reshape(a_mat), None

@@ -163,13 +163,13 @@ AUTO_HQ_TENSORS = 128
 AUTO_HQ_MADDS = 2e8
 # ... and, on the same networks, a seeded hyper-optimizer run with subtree reconfiguration,
 # budgeted the same way but at a lower rate: it stops once it has searched as long as its best
-# tree would take at AUTO_HYPER_RATE flops/s (W1: about 1.4 s, W7: 0.2 s), or after
+# tree would take at AUTO_HYPER_RATE flops/s (W1: about 1.1 s, W7: 0.2 s), or after
 # AUTO_HYPER_REPEATS trees. cotengra's preset stops too early on W1 (3e7 multiply-adds, the same
 # tree every run) where this search finds 1e7. The seed fixes the sequence of trials; where the
 # time budget ends the search (W1), the number of trials, and so the tree, can differ between
 # runs.
 AUTO_HYPER_RATE = 1e7
-AUTO_HYPER_REPEATS = 64
+AUTO_HYPER_REPEATS = 32
 
 
 def auto_hyper_optimizer():

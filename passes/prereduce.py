@@ -12,10 +12,10 @@ new constant, never bigger than the one it reads, rather than on every run:
     einsum('iijk->ij', const) -> const(value of einsum('iijk->ij', const))
     sum(const, axes)          -> const(value of the sum)
 
-except where the constant is also an output of the graph: the pre-pass of grad, vjp and jvp
-lists the tensors it differentiates with respect to as outputs, and their uses must stay
-visible for the derivative to flow back to them (the derivative graphs built from that
-pre-pass have their reductions of constants folded when they are evaluated).
+except in the pre-pass of grad, vjp and jvp (option ``fold_constants=False``): the tensors
+differentiated with respect to may be constants or reductions of constants, and their uses must
+stay visible for the derivative to flow back to them. The derivative graphs built from that
+pre-pass have their reductions of constants folded when they are evaluated.
 """
 
 from __future__ import annotations
@@ -43,18 +43,19 @@ def reduced_term(term, others: Counter, output) -> tuple:
     return tuple(keep)
 
 
-def _folded(node: Node, outputs: set[int]) -> Node | None:
-    """``node`` computed into a constant, when it reduces a constant that is not an output."""
+def _folded(node: Node) -> Node | None:
+    """``node`` computed into a constant, when it reduces a constant (strictly smaller)."""
     if node.op not in (Op.EINSUM, Op.SUM) or len(node.inputs) != 1:
         return None
     (x,) = node.inputs
-    if x.op is not Op.CONST or id(x) in outputs or node.size > x.size:
+    if x.op is not Op.CONST or node.size >= x.size:
         return None
     value = np.asarray(op_def(node.op).ref([x.attrs[0].value], node.attrs))
     if value.shape != node.shape:
         return None
-    # the node's dtype, as its kernel would give (NumPy's sum widens small integers)
-    return _const_node(value.astype(node.dtype, copy=False))
+    # its own memory (einsum returns a diagonal as a view of the input), in the node's dtype
+    # as its kernel would give it (NumPy's sum widens small integers)
+    return _const_node(np.array(value, dtype=node.dtype, order="C"))
 
 
 @register_pass("prereduce")
@@ -62,11 +63,11 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
     """Take diagonals and sum lone labels of each operand first, reductions of constants
     computed once (see the module docstring)."""
     reduced = folded = 0
-    outputs = {id(o) for o in graph.outputs}
+    fold = ctx.options.get("fold_constants", True)
 
     def fn(node: Node) -> Node:
         nonlocal reduced, folded
-        const = _folded(node, outputs)
+        const = _folded(node) if fold else None
         if const is not None:
             folded += 1
             return const
@@ -80,8 +81,9 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
             keep = reduced_term(t, others, out)
             if keep != tuple(t):
                 x = einsum_node([x], [t], keep)
-                x = _folded(x, outputs) or x
-                folded += x.op is Op.CONST
+                if fold and (const := _folded(x)) is not None:
+                    x = const
+                    folded += 1
                 reduced += 1
                 changed = True
             nodes.append(x)

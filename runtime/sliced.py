@@ -283,9 +283,12 @@ def _run_devices(node: Node, ctx: SliceContext, backend: Any, xs, graph, leaves)
 # ---- Dask -----------------------------------------------------------------------------------
 
 
-def run_chunk(attrs, shapes, dtypes, device: str, start: int, stop: int, delay: float, *arrays):
+def run_chunk(
+    attrs, shapes, dtypes, device: str, start: int, stop: int, delay: float, det: bool, *arrays
+):
     """A Dask task: slices ``start..stop-1`` on this worker's device; returns the partial sum
-    as a host array. (Module-level so that workers import it by name.)"""
+    as a host array. ``det``: the caller's ``deterministic=`` (kernels read it). (Module-level
+    so that workers import it by name.)"""
     from tenloom.graph.node import make_node
     from tenloom.runtime.backends import get_backend
     from tenloom.runtime.evaluate import parse_device
@@ -298,10 +301,14 @@ def run_chunk(attrs, shapes, dtypes, device: str, start: int, stop: int, delay: 
     node = make_node(Op.SLICED, inputs, attrs)
     graph, leaves = optimized_inner(attrs, tuple(shapes), tuple(dtypes))
     worker = _Worker(node, backend, [backend.from_host(a) for a in arrays], graph, leaves)
-    for k in range(start, stop):
-        if delay:
-            time.sleep(delay)  # test hook: keeps tasks in flight long enough to kill a worker
-        worker.run(k)
+    token = DETERMINISTIC.set(det)
+    try:
+        for k in range(start, stop):
+            if delay:
+                time.sleep(delay)  # test hook: keeps tasks in flight long enough to kill a worker
+            worker.run(k)
+    finally:
+        DETERMINISTIC.reset(token)
     return np.asarray(backend.to_host(worker.acc))
 
 
@@ -330,6 +337,7 @@ def _run_dask(node: Node, ctx: SliceContext, host: list):
             bounds[c],
             bounds[c + 1],
             testing.slice_delay,
+            DETERMINISTIC.get(),
             *data,
             pure=False,
             retries=2,

@@ -62,6 +62,8 @@ def _pre_options(
             raise TypeError(
                 f"{what}: unknown option {k!r}; valid options: {', '.join(GRAD_OPTIONS)}"
             )
+    # the differentiated tensors' uses stay in the graph (passes/prereduce.py)
+    opts = {**opts, "fold_constants": False}
     if opts.get("memory_limit") is not None:
         from tenloom.passes.slicing import parse_bytes
 

@@ -255,3 +255,18 @@ def test_explain_splits_forward_and_backward_networks():
     text = str(report)
     assert "forward and backward" in text and "ab,bc,cd,de,ea->" in text
     assert tl.explain(loss).sweeps is None
+
+
+def test_derivatives_with_respect_to_reductions_of_constants():
+    # the evaluation pipeline folds reductions of constants into constants (prereduce); the
+    # pre-pass of grad and jvp must not, or these derivatives would come out zero
+    xv = np.arange(18.0).reshape(3, 3, 2)
+    c = tl.asarray(xv)
+    for w in (tl.sum(c, 2), tl.sum(tl.sum(tl.asarray(xv[..., None] * [1.0, 2.0]), 3), 2)):
+        loss = tl.trace(w)
+        (g,) = tl.grad(loss, [w])
+        np.testing.assert_array_equal(g.evaluate(), np.eye(3))
+        np.testing.assert_allclose(tl.jvp(loss, [w], [tl.asarray(np.eye(3))]).evaluate(), 3.0)
+    d = tl.einsum("ii->i", tl.asarray(xv[..., 0]))  # a diagonal (a view in NumPy)
+    (g,) = tl.grad(tl.sum(d * tl.asarray([1.0, 2.0, 3.0])), [d])
+    np.testing.assert_array_equal(g.evaluate(), [1.0, 2.0, 3.0])

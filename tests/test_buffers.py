@@ -207,3 +207,27 @@ def test_a_memory_limit_lets_go_of_kept_buffers():
     assert buffers.held_bytes() > 0
     np.testing.assert_allclose(tl.evaluate(y, memory_limit="10MB")[0], a @ b @ c @ d, rtol=1e-10)
     assert buffers.held_bytes() == 0
+
+
+def test_a_buffer_goes_back_only_when_no_value_lives_in_it():
+    from tenloom.runtime.buffers import Arena
+
+    arena = Arena()
+    buf = arena.take(1 << 14, np.float64)
+    slots = [buf.reshape(128, 128), buf.reshape(128, 128).T[::2], None]
+    slots[2] = slots[1][1:]  # a view of a view
+    del buf
+    arena.drop(slots, 0)
+    assert slots[0] is None and not any(arena.free.values())  # two views still live in it
+    arena.drop(slots, 1)
+    assert not any(arena.free.values())  # the view of a view holds it through its base
+    outside = slots[2][::3]  # a reference the arena's slots do not know about
+    arena.drop(slots, 2)
+    assert not any(arena.free.values())
+    del outside
+    # nothing refers to it now, but only a drop hands it back: take it again and drop it
+    again = arena.take(1 << 14, np.float64)
+    slots = [again[:10]]
+    del again
+    arena.drop(slots, 0)
+    assert sum(len(b) for b in arena.free.values()) == 1

@@ -302,3 +302,28 @@ def test_scheduler_must_be_a_client():
     y = tl.asarray(np.ones(3)).sum()
     with pytest.raises(TypeError, match="not a dask.distributed.Client"):
         y.evaluate(scheduler=object())
+
+
+def test_dask_slice_tasks_run_under_the_callers_deterministic_flag(monkeypatch):
+    # a Dask task runs in another thread or process, where the caller's context is not set:
+    # the flag travels with the task (kernels must not time their plans under it)
+    from tenloom.runtime import sliced
+    from tenloom.runtime.determinism import DETERMINISTIC
+
+    arrays, args = lattice(4, 4, 4, seed=6)
+    y = tl.einsum(*args)
+    g = ev.optimize_graph(ev.build_graph((y,)), {"optimize": "greedy", "memory_limit": "20 KB"})
+    node = next(n for n in g.order if n.op is Op.SLICED)
+    host = [n.attrs[0].value for n in node.inputs]
+    seen = []
+    run = sliced._Worker.run
+    monkeypatch.setattr(
+        sliced._Worker, "run", lambda w, k: (seen.append(DETERMINISTIC.get()), run(w, k))
+    )
+    shapes = tuple(x.shape for x in node.inputs)
+    dtypes = tuple(x.dtype.str for x in node.inputs)
+    for det in (True, False):
+        seen.clear()
+        sliced.run_chunk(node.attrs, shapes, dtypes, "cpu", 0, 2, 0.0, det, *host)
+        assert seen == [det, det]
+    assert DETERMINISTIC.get() is False  # and the task leaves it as it found it

@@ -60,12 +60,12 @@ def compile_steps(program: tuple):
     return namespace["fused"]
 
 
-def layout_kernel(perm: tuple, timed: bool = True):
+def layout_kernel(perm: tuple):
     """LAYOUT: the operand copied into a buffer whose memory order is ``perm``.
 
     The copy is a strided copy or a gather (graph/copy_plan.py), chosen on the first call by
-    timing both when ``timed`` (the two give the same bits, so ``deterministic=True`` does not
-    care), else by the copy cost model. Later calls copy the same way."""
+    timing both (the two give the same bits, so ``deterministic=True`` does not care). Later
+    calls copy the same way (a gather checks the strides, and copies others the strided way)."""
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
@@ -85,9 +85,7 @@ def layout_kernel(perm: tuple, timed: bool = True):
 
         ways = [strided, gathered]
         if copy_plan.gather_cost(xt) < copy_plan.copy_cost(xt):
-            ways.reverse()
-        if not timed:
-            return ways[0]
+            ways.reverse()  # ties keep the model's choice
         scratch = np.empty(xt.shape, xt.dtype)
         return copy_plan.measure(ways, lambda f: f(xt, scratch))
 
