@@ -244,9 +244,7 @@ def contract_kernel(
     # not timed yet; the model's own object when timing agrees), the candidates until timed].
     # A plan is a function of the layout alone, so deterministic runs, which keep the model's,
     # give the same bits whatever layouts earlier calls had. ``last`` holds the last layout's
-    # (strides, model, timed); the calls below check it and branch inline: in a run whose GEMMs
-    # have pushed the interpreter out of the caches, every extra Python call costs about a
-    # microsecond.
+    # (strides, model, timed), which ``current`` reads without taking the lock.
     plans: dict[tuple, list] = {}
     last: list = [((), (), None, None)]
 
@@ -282,15 +280,18 @@ def contract_kernel(
             hb = copy_plan.measure(ways_b, lambda h: product(a, b, (ha, h), None))
         return ha, hb
 
-    def run(a, b):
-        a, b = grouped(a, b)
+    def current(a, b):
+        """The plan for this call: the last layout's without locking, else ``plan``'s."""
         sa, sb, model, timed = last[0]
         if timed is None or a.strides != sa or b.strides != sb:
-            ha, hb = plan(a, b)
-        elif timed is model or not tune():  # deterministic runs keep the model's plan
-            ha, hb = model
-        else:
-            ha, hb = timed
+            return plan(a, b)
+        if timed is model or not tune():  # deterministic runs keep the model's plan
+            return model
+        return timed
+
+    def run(a, b):
+        a, b = grouped(a, b)
+        ha, hb = current(a, b)
         if ha is view or ha is copy:
             a = a.reshape(a_mat)  # NumPy copies where the memory does not allow a view
         elif ha is swap:
@@ -315,13 +316,7 @@ def contract_kernel(
 
     def run_into(a, b):
         a, b = grouped(a, b)
-        sa, sb, model, timed = last[0]
-        if timed is None or a.strides != sa or b.strides != sb:
-            ha, hb = plan(a, b)
-        elif timed is model or not tune():  # deterministic runs keep the model's plan
-            ha, hb = model
-        else:
-            ha, hb = timed
+        ha, hb = current(a, b)
         c = take(n_out, dt)
         if ha is view:
             a, ta = a.reshape(a_mat), None
