@@ -718,3 +718,44 @@ def test_deterministic_runs_keep_the_models_copy_plan():
         assert len(measured) == 1
     finally:
         copy_plan.measure = saved
+
+
+def test_first_calls_from_several_threads_plan_once_and_agree():
+    # planning (and timing) a layout happens under a lock: threads making their first call
+    # together wait for one plan and all use it
+    import threading
+    import time
+
+    from helpers import run_in_threads
+    from tenloom.graph import copy_plan
+    from tenloom.graph.ops_contract import contract_kernel
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((4, 5, 3, 2)).transpose(1, 0, 3, 2)  # needs a copy: several plans
+    b = rng.standard_normal((5, 2, 6))
+    attrs = ((0, 1, 2, 3), (0, 2, 4), (1, 3, 4), (), (1, 3), (0, 2), (4,))
+    want = np.einsum(a, [0, 1, 2, 3], b, [0, 2, 4], [1, 3, 4])
+    saved, timed = copy_plan.measure, []
+    gate = threading.Barrier(4)
+
+    def slow_measure(ways, run, **kw):  # lets the other threads run meanwhile (sleep)
+        timed.append(len(ways))
+        time.sleep(0.05)
+        return saved(ways, run)
+
+    results = [None] * 4
+    try:
+        copy_plan.measure = slow_measure
+        kernel = contract_kernel(a.shape, b.shape, attrs, tune=lambda: True)
+
+        def work(k):
+            gate.wait()
+            results[k] = kernel(a, b)
+
+        run_in_threads(work, 4)
+    finally:
+        copy_plan.measure = saved
+    assert len(timed) <= 2  # one timing per operand with choices, not one per thread
+    for r in results:
+        np.testing.assert_array_equal(r, results[0])
+        np.testing.assert_allclose(r, want, rtol=1e-12)
