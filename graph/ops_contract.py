@@ -225,20 +225,16 @@ def contract_kernel(
 
     perm_a = copy_plan.swapped(split_a, len(a_kept))
     perm_b = copy_plan.swapped(split_b, len(b_kept))
-    ta_mat, tb_mat = a_mat[:-2] + a_mat[:-3:-1], b_mat[:-2] + b_mat[:-3:-1]  # swapped matrices
     # copies of small operands are left to NumPy's reshape even with buffers: taking and giving
     # back a buffer costs more than the allocation it saves
     small_a, small_b = nb * nl * nk < POOLED_COPY, nb * nk * nr < POOLED_COPY
 
-    view, copy, swap = copy_plan.VIEW, copy_plan.COPY, copy_plan.COPY_SWAPPED
+    view, copy = copy_plan.VIEW, copy_plan.COPY
 
-    def product(a, b, how, take, c=None):
-        """The GEMM of the grouped operands made into matrices as ``how`` says (copies into
-        buffers from ``take``, or by NumPy when None), into ``c``; used to time the plans."""
-        a2, ta = copy_plan.as_matrix(a, a_mat, perm_a, how[0], None if small_a else take)
-        b2, tb = copy_plan.as_matrix(b, b_mat, perm_b, how[1], None if small_b else take)
-        c = gemm(a2, b2) if c is None else gemm(a2, b2, out=c)
-        return c, ta, tb
+    def product(a, b, how):
+        """The GEMM of the grouped operands made into matrices as ``how`` says (to time it)."""
+        a2 = copy_plan.as_matrix(a, a_mat, perm_a, how[0], None)[0]
+        return gemm(a2, copy_plan.as_matrix(b, b_mat, perm_b, how[1], None)[0])
 
     # Plans by the operands' layout (their strides): [the model's plan, the timed plan (None:
     # not timed yet; the model's own object when timing agrees), the candidates until timed].
@@ -274,10 +270,10 @@ def contract_kernel(
         """The plan timing picks: operand a's ways with b's first, then b's with a's best."""
         ha = ways_a[0]
         if len(ways_a) > 1:
-            ha = copy_plan.measure(ways_a, lambda h: product(a, b, (h, ways_b[0]), None))
+            ha = copy_plan.measure(ways_a, lambda h: product(a, b, (h, ways_b[0])))
         hb = ways_b[0]
         if len(ways_b) > 1:
-            hb = copy_plan.measure(ways_b, lambda h: product(a, b, (ha, h), None))
+            hb = copy_plan.measure(ways_b, lambda h: product(a, b, (ha, h)))
         return ha, hb
 
     def current(a, b):
@@ -292,18 +288,15 @@ def contract_kernel(
     def run(a, b):
         a, b = grouped(a, b)
         ha, hb = current(a, b)
+        # a view or a C-order copy is one reshape (NumPy copies where memory needs it)
         if ha is view or ha is copy:
-            a = a.reshape(a_mat)  # NumPy copies where the memory does not allow a view
-        elif ha is swap:
-            a = a.transpose(perm_a).reshape(ta_mat).swapaxes(-1, -2)
+            a = a.reshape(a_mat)
         else:
-            a = ha.matrix(a, a_mat)[0]
+            a = copy_plan.as_matrix(a, a_mat, perm_a, ha, None)[0]
         if hb is view or hb is copy:
             b = b.reshape(b_mat)
-        elif hb is swap:
-            b = b.transpose(perm_b).reshape(tb_mat).swapaxes(-1, -2)
         else:
-            b = hb.matrix(b, b_mat)[0]
+            b = copy_plan.as_matrix(b, b_mat, perm_b, hb, None)[0]
         c = gemm(a, b).reshape(c_shape)
         return c if pc is None else c.transpose(pc)
 

@@ -62,8 +62,8 @@ class Arena:
                 _HELD[0] -= self.held
             self.held = 0
 
-    # The four calls below run for every pooled value of every run, so each takes its lock
-    # once and does no more than it must.
+    # take, give and drop run for every pooled value of every run: each does no more than it
+    # must.
     def take(self, n: int, dtype) -> np.ndarray:
         """A 1-d buffer of n elements of ``dtype`` (contents undefined)."""
         if not isinstance(dtype, np.dtype):
@@ -88,22 +88,16 @@ class Arena:
 
     def give(self, buf: np.ndarray) -> None:
         """Return a buffer that no value uses any more (one this arena lent)."""
-        key = id(buf)
         nbytes = buf.nbytes
-        with _HELD_LOCK:
-            keep = _HELD[0] + nbytes <= POOL_BYTES
-            if keep:
-                _HELD[0] += nbytes
         with self.lock:
-            if self.lent.pop(key, None) is None or not keep:
-                lent = False
-            else:
-                lent = True
-                self.held += nbytes
-                self.free.setdefault((buf.size, buf.dtype), []).append(buf)
-        if keep and not lent:  # not ours after all (or not kept): undo the count
+            if self.lent.pop(id(buf), None) is None:
+                return
             with _HELD_LOCK:
-                _HELD[0] -= nbytes
+                if _HELD[0] + nbytes > POOL_BYTES:
+                    return
+                _HELD[0] += nbytes
+            self.held += nbytes
+            self.free.setdefault((buf.size, buf.dtype), []).append(buf)
 
     # ---- value accounting, called by the executor ----------------------------------------
     def drop(self, slots: list, k: int) -> None:
@@ -114,10 +108,9 @@ class Arena:
         read where counting slots per buffer cost a dictionary update for every value."""
         value = slots[k]
         slots[k] = None
-        base = getattr(value, "base", None)
-        while isinstance(base, np.ndarray):
-            value, base = base, base.base
-        del base
+        if not isinstance(value, np.ndarray):
+            return
+        value = root(value)  # the view itself is gone with this rebinding
         if id(value) in self.lent:
             # no value uses it when it has no more references than an array held the same way
             # (by a table and this frame) that nothing else refers to: measured side by side

@@ -8,6 +8,7 @@ attribute decoding per call.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,11 +45,14 @@ class Program:
     arenas: list = field(default_factory=list)  # idle arenas, one per concurrent run at most
     lock: threading.Lock = field(default_factory=threading.Lock)
     # constants bound once: each run's slots start as a copy of ``slots`` (constants' backend
-    # values in place), ``const_roots`` are their memory's identities, and ``run_steps`` are
-    # the steps left to run (all but the constants)
+    # values in place), and ``const_roots`` are their memory's identities
     slots: list = field(default_factory=list)
     const_roots: frozenset = frozenset()
-    run_steps: list = field(default_factory=list)
+
+    @functools.cached_property
+    def run_steps(self) -> list[Step]:
+        """The steps a run goes through when the constants are bound already."""
+        return [s for s in self.steps if s.node.op is not Op.CONST]
 
     def arena(self):
         """An arena for one run (the last run's, when no other run holds it), or None."""
@@ -106,5 +110,4 @@ def compile_program(graph: Graph, backend: Any) -> Program:
             value = prog.slots[s.out] = backend.from_host(s.node.attrs[0].value, True)
             roots.add(id(root(value)) if isinstance(value, np.ndarray) else id(value))
     prog.const_roots = frozenset(roots)
-    prog.run_steps = [s for s in steps if s.node.op is not Op.CONST]
     return prog

@@ -54,7 +54,6 @@ def counted(prog: Program, bar: Any) -> Program:
         steps.append(dataclasses.replace(step, kernel=kernel))
     out = Program(steps, prog.outputs, prog.n_slots)
     out.slots, out.const_roots = prog.slots, prog.const_roots
-    out.run_steps = [s for s in steps if s.node.op is not Op.CONST]
     return out
 
 
