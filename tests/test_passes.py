@@ -579,11 +579,20 @@ def test_contract_kernel_matches_einsum_under_every_copy_plan(case):
     # pool every copy goes into its buffers (these operands are small)
     try:
         ops_contract.POOLED_COPY = 0
-        for how in (None, *every, "gather"):
+        for how in (None, *every, "gather", "runs", "runs swapped"):
             if how == "gather":
                 copy_plan.choices = lambda x, shape, split: (
                     (copy_plan.Gather(x),) if copy_plan.Gather.fits(x) else (copy_plan.COPY,)
                 )
+            elif how in ("runs", "runs swapped"):  # by runs where they fit, else plainly
+
+                def by_runs(x, shape, split, swap=how == "runs swapped"):
+                    y = x.transpose(copy_plan.swapped(split, x.ndim)) if swap else x
+                    if copy_plan.RunCopy.fits(y):
+                        return (copy_plan.RunCopy(y, swap),)
+                    return (copy_plan.COPY_SWAPPED if swap else copy_plan.COPY,)
+
+                copy_plan.choices = by_runs
             elif how is not None:
                 copy_plan.choices = lambda x, shape, split, how=how: (how,)
             for pool in (None, _Pool()):
@@ -613,7 +622,11 @@ def test_copy_plans_read_memory_as_it_lies():
     # neither: a copy, both orders on offer, each giving the same matrix
     y = np.arange(120.0).reshape(5, 4, 3, 2).transpose(2, 0, 3, 1)  # (3, 5, 2, 4)
     ways = copy_plan.choices(y, (3, 10, 4), (1, 2))
-    assert len(ways) == 3 and {copy_plan.COPY, copy_plan.COPY_SWAPPED} < set(ways)
+    assert len(ways) == 3 and copy_plan.COPY in ways  # y's last axis is strided: plain copy
+    # the swapped order, (batch, second, first), ends in y's axis of 2 that lies contiguously
+    # (stride 1): copied by runs of 2 elements
+    swap = next(w for w in ways if isinstance(w, copy_plan.RunCopy))
+    assert swap.swap and swap.run == 2  # y's axis 2 (of 2) is the contiguous one
     assert any(isinstance(w, copy_plan.Gather) for w in ways)  # one dense block: gather too
     perm = copy_plan.swapped((1, 2), 4)
     for how in ways:
@@ -628,6 +641,49 @@ def test_copy_plans_read_memory_as_it_lies():
     # no gather from memory with gaps (a slice), nor past GATHER_MAX elements
     assert not copy_plan.Gather.fits(np.empty((6, 8))[:, ::2].T)
     assert not copy_plan.Gather.fits(np.empty(copy_plan.GATHER_MAX + 1))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(1, 5), min_size=1, max_size=6).flatmap(
+        lambda shape: st.tuples(
+            st.just(tuple(shape)),
+            st.permutations(range(len(shape))),
+            st.sampled_from([np.float64, np.float32, np.complex128, np.int8]),
+        )
+    )
+)
+def test_copies_by_runs_give_the_plain_copys_values(case):
+    from tenloom.graph import copy_plan
+
+    shape, perm, dtype = case
+    x = (np.arange(np.prod(shape)) % 100).astype(dtype).reshape(shape).transpose(perm)
+    if not copy_plan.RunCopy.fits(x):
+        run, k = copy_plan._coarse_run(x)
+        assert run == 1 or k == x.ndim or run * x.itemsize > copy_plan.COARSE_MAX
+        return
+    plan = copy_plan.RunCopy(x)
+    assert 1 < plan.run <= copy_plan.COARSE_MAX // x.itemsize
+    out = np.empty(x.shape, x.dtype)
+    plan.into(out, x)
+    np.testing.assert_array_equal(out, x)
+    # another layout of the same shape: copied the plain way, still right
+    other = np.ascontiguousarray(x)[..., ::-1]
+    plan.into(out, other)
+    np.testing.assert_array_equal(out, other)
+
+
+def test_copies_by_runs_only_where_runs_save_loops():
+    from tenloom.graph import copy_plan
+
+    x = np.zeros((6, 6, 6, 6))
+    assert copy_plan.RunCopy(x.transpose(1, 2, 0, 3)).run == 6  # runs of 6 elements
+    assert not copy_plan.RunCopy.fits(x.transpose(1, 0, 2, 3))  # 288-byte runs: plain is fast
+    assert not copy_plan.RunCopy.fits(x.transpose(0, 1, 3, 2))  # last axis strided: no run
+    assert not copy_plan.RunCopy.fits(x)  # one run, the whole array
+    assert not copy_plan.RunCopy.fits(np.zeros((3, 4, 2), dtype=object).transpose(1, 0, 2))
+    # size-1 axes do not break a run
+    assert copy_plan.RunCopy(np.zeros((3, 4, 1, 2)).transpose(1, 0, 2, 3)).run == 2
 
 
 def test_copy_cost_prefers_long_inner_loops_and_short_strides():

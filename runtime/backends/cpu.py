@@ -63,38 +63,38 @@ def compile_steps(program: tuple):
 def layout_kernel(perm: tuple):
     """LAYOUT: the operand copied into a buffer whose memory order is ``perm``.
 
-    The copy is a strided copy or a gather (graph/copy_plan.py), chosen on the first call by
-    timing both (the two give the same bits, so ``deterministic=True`` does not care). Later
-    calls copy the same way (a gather checks the strides, and copies others the strided way)."""
+    The copy is a strided copy (by runs where the source keeps a few elements contiguous) or a
+    gather (graph/copy_plan.py), chosen on the first call by timing both (they give the same
+    bits, so ``deterministic=True`` does not care). Later calls copy the same way (both check
+    the strides, and copy others the plain strided way)."""
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
     inv = tuple(inv)
     chosen: list = []
 
-    def strided(xt, out):
-        np.copyto(out, xt)
-
     def decide(xt):
+        strided = copy_plan.RunCopy(xt).into if copy_plan.RunCopy.fits(xt) else np.copyto
         if not copy_plan.Gather.fits(xt):
             return strided
         gather = copy_plan.Gather(xt)  # falls back to a strided copy for other strides
 
-        def gathered(xt, out):
+        def gathered(out, xt):
             gather.matrix(xt, out.shape, lambda n, dt: out.reshape(-1))
 
         ways = [strided, gathered]
-        if copy_plan.gather_cost(xt) < copy_plan.copy_cost(xt):
+        model = copy_plan.run_cost if strided is not np.copyto else copy_plan.copy_cost
+        if copy_plan.gather_cost(xt) < model(xt):
             ways.reverse()  # ties keep the model's choice
         scratch = np.empty(xt.shape, xt.dtype)
-        return copy_plan.measure(ways, lambda f: f(xt, scratch))
+        return copy_plan.measure(ways, lambda f: f(scratch, xt))
 
     def run(x):
         xt = x.transpose(perm)
         out = buffers.take(x.size, x.dtype).reshape(xt.shape)
         if not chosen:
             chosen.append(decide(xt))
-        chosen[0](xt, out)
+        chosen[0](out, xt)
         return out.transpose(inv)
 
     return run
