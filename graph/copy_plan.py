@@ -50,12 +50,12 @@ _PER_CALL = 0.6
 _GATHER_CALL = 0.5  # ravel, stride check, take's set-up
 _PER_GATHERED = 5.2e-4
 GATHER_MAX = 1 << 18  # elements: the index array costs 8 bytes an element
-# copy_into moves runs of up to this many contiguous bytes as single elements; longer runs
+# RunCopy moves runs of up to this many contiguous bytes as single elements; longer runs
 # already keep NumPy's copy loop busy (runs of 512 bytes copy faster the plain way)
-COARSE_MAX = 256
+RUN_MAX_BYTES = 256
 
 
-def _coarse_run(x: np.ndarray) -> tuple[int, int]:
+def _trailing_run(x: np.ndarray) -> tuple[int, int]:
     """(elements, axes) of ``x``'s trailing axes that lie contiguously in memory, C order."""
     item, run, k = x.itemsize, 1, 0
     for n, s in zip(reversed(x.shape), reversed(x.strides)):
@@ -72,7 +72,7 @@ class RunCopy:
 
     NumPy's copy loop runs along the last axis and pays a fixed cost per inner loop, so a
     transposing copy whose source keeps only its last 2 - 16 elements contiguous pays it every
-    few elements. Here those trailing elements (a run of up to COARSE_MAX bytes, contiguous in
+    few elements. Here those trailing elements (a run of up to RUN_MAX_BYTES bytes, contiguous in
     source and copy alike) are one element of a void dtype of the run's size, and the inner
     loop runs over runs: 2 - 4x faster on such copies (W3's 6^6 permutations with runs of 6
     elements: 30 -> 15 us), the same bytes. ``swap``: the plan copies the operand's swapped
@@ -84,16 +84,24 @@ class RunCopy:
     def __init__(self, x: np.ndarray, swap: bool = False) -> None:
         """``x``: the view to copy, in the order it is copied (swapped already if ``swap``)."""
         self.strides, self.swap = x.strides, swap
-        self.run, k = _coarse_run(x)
+        self.run, k = _trailing_run(x)
         self.unit = np.dtype((np.void, self.run * x.itemsize))
         self.lead = x.shape[: x.ndim - k]
+
+    def cost(self, x: np.ndarray) -> float:
+        """Modelled time (us) of copying ``x`` (of the planned layout) this way: a plain copy
+        of the runs, plus the bytes."""
+        runs_only = x.reshape(self.lead + (self.run,))[..., 0]
+        return copy_cost(runs_only) + x.size * _PER_ELEMENT
 
     @staticmethod
     def fits(x: np.ndarray) -> bool:
         """Whether copying ``x`` by runs saves loops: a run of 2 or more elements and at most
-        COARSE_MAX bytes, with axes outside it, of a dtype without Python objects."""
-        run, k = _coarse_run(x)
-        return run > 1 and run * x.itemsize <= COARSE_MAX and k < x.ndim and not x.dtype.hasobject
+        RUN_MAX_BYTES bytes, with axes outside it, of a dtype without Python objects."""
+        run, k = _trailing_run(x)
+        return (
+            run > 1 and run * x.itemsize <= RUN_MAX_BYTES and k < x.ndim and not x.dtype.hasobject
+        )
 
     def into(self, dst: np.ndarray, src: np.ndarray) -> None:
         """Copy ``src`` into ``dst`` (C-contiguous, of ``src``'s shape)."""
@@ -119,13 +127,6 @@ def runs(x: np.ndarray) -> list[tuple[int, int]]:
         else:
             out.append((n, s))
     return out
-
-
-def run_cost(x: np.ndarray) -> float:
-    """Modelled time (us) of ``RunCopy`` copying ``x`` into a C-contiguous array."""
-    run, k = _coarse_run(x)
-    units = x.reshape(x.shape[: x.ndim - k] + (run,))[..., 0]
-    return copy_cost(units) + x.size * _PER_ELEMENT
 
 
 def copy_cost(x: np.ndarray) -> float:
@@ -227,7 +228,8 @@ def choices(x: Any, shape: tuple, split: tuple[int, int]) -> tuple:
     # a copy by runs where it saves loops, in place of the plain copy of the same order
     for i, (y, swap) in enumerate(((x, False), (xs, True))):
         if RunCopy.fits(y):
-            ways[i] = (run_cost(y), ways[i][1], RunCopy(y, swap))
+            plan = RunCopy(y, swap)
+            ways[i] = (plan.cost(y), ways[i][1], plan)
     if Gather.fits(x):
         ways.append((gather_cost(x), 0, Gather(x)))
     return tuple(w for _, _, w in sorted(ways, key=lambda w: w[:2]))

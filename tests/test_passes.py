@@ -659,11 +659,11 @@ def test_copies_by_runs_give_the_plain_copys_values(case):
     shape, perm, dtype = case
     x = (np.arange(np.prod(shape)) % 100).astype(dtype).reshape(shape).transpose(perm)
     if not copy_plan.RunCopy.fits(x):
-        run, k = copy_plan._coarse_run(x)
-        assert run == 1 or k == x.ndim or run * x.itemsize > copy_plan.COARSE_MAX
+        run, k = copy_plan._trailing_run(x)
+        assert run == 1 or k == x.ndim or run * x.itemsize > copy_plan.RUN_MAX_BYTES
         return
     plan = copy_plan.RunCopy(x)
-    assert 1 < plan.run <= copy_plan.COARSE_MAX // x.itemsize
+    assert 1 < plan.run <= copy_plan.RUN_MAX_BYTES // x.itemsize
     out = np.empty(x.shape, x.dtype)
     plan.into(out, x)
     np.testing.assert_array_equal(out, x)

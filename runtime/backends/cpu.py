@@ -74,7 +74,8 @@ def layout_kernel(perm: tuple):
     chosen: list = []
 
     def decide(xt):
-        strided = copy_plan.RunCopy(xt).into if copy_plan.RunCopy.fits(xt) else np.copyto
+        by_runs = copy_plan.RunCopy(xt) if copy_plan.RunCopy.fits(xt) else None
+        strided = np.copyto if by_runs is None else by_runs.into
         if not copy_plan.Gather.fits(xt):
             return strided
         gather = copy_plan.Gather(xt)  # falls back to a strided copy for other strides
@@ -83,8 +84,8 @@ def layout_kernel(perm: tuple):
             gather.matrix(xt, out.shape, lambda n, dt: out.reshape(-1))
 
         ways = [strided, gathered]
-        model = copy_plan.run_cost if strided is not np.copyto else copy_plan.copy_cost
-        if copy_plan.gather_cost(xt) < model(xt):
+        model = copy_plan.copy_cost(xt) if by_runs is None else by_runs.cost(xt)
+        if copy_plan.gather_cost(xt) < model:
             ways.reverse()  # ties keep the model's choice
         scratch = np.empty(xt.shape, xt.dtype)
         return copy_plan.measure(ways, lambda f: f(scratch, xt))
