@@ -74,14 +74,19 @@ def paired_times(fwd, both, repeats: int) -> tuple[float, float]:
     return statistics.median(tf), statistics.median(tb)
 
 
-def bench_tenloom(inputs, output, arrays, repeats):
+def value_and_grads(inputs, output, arrays):
+    """The network's value as one lazy einsum and its gradient with respect to every tensor."""
     labels: dict = {}
     ts = [tl.asarray(a) for a in arrays]
     args: list = []
     for t, term in zip(ts, inputs):
         args += [t, [labels.setdefault(x, len(labels)) for x in term]]
     value = tl.einsum(*args, [labels[x] for x in output])
-    grads = tl.grad(value, ts)
+    return value, tl.grad(value, ts)
+
+
+def bench_tenloom(inputs, output, arrays, repeats):
+    value, grads = value_and_grads(inputs, output, arrays)
     fwd, both = paired_times(lambda: value.evaluate(), lambda: tl.evaluate(value, *grads), repeats)
     f_fwd = tl.explain(value).after.flops
     f_both = tl.explain(value, *grads).after.flops
