@@ -167,14 +167,14 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--only", choices=("W2", "W3"))
     args = p.parse_args()
-    workloads = {"W3": GR.lattice, "W2": lambda: GR.mps(100, 64)}
+    workloads = {"W3": lambda: GR.network(*GR.lattice()), "W2": lambda: GR.mps_sites(100, 64)}
     out = pathlib.Path(__file__).parent / "results" / "grad_breakdown.json"
     # --only replaces that workload's figures and keeps the other's
     results = json.loads(out.read_text()) if args.only and out.exists() else {}
     for name, make in workloads.items():
         if args.only and name != args.only:
             continue
-        value, grads = GR.value_and_grads(*make())
+        value, grads = make().build()
         results[name] = breakdown(value, grads, args.calls)
         for what, r in results[name].items():
             ms = {k: v * 1e3 for k, v in r.items() if k.endswith("_s")}

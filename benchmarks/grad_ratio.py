@@ -1,13 +1,18 @@
 """W8: the cost of a gradient relative to the forward pass, against JAX and torch.
 
-    python benchmarks/grad_ratio.py [--repeats 5]
+    python benchmarks/grad_ratio.py [--repeats 5] [--quick] [--separate-bra]
 
-For W3 (closed lattice 6x6, D=6, seed 1) and W2 (MPS/MPO expectation built site by site,
-L=100, chi=64, MPO bond 5, seed 2; --quick uses L=40, chi=32), each framework evaluates the
-network value alone and then the value with its gradient with respect to every tensor;
-reported is time(value_and_grad) / time(forward) per framework (medians of --repeats runs
-after a warm-up, forward and value+grad timed alternately, in one process on the same
-arrays), plus our backward flops from the cost model. Writes benchmarks/results/grad_ratio.json.
+For W3 (closed lattice 6x6, D=6, seed 1) and W2 as BENCHMARKS.md defines it (the MPS/MPO
+expectation <psi|H|psi>, L=100, chi=64, MPO bond 5, seed 2, built site by site from separate
+``tl.einsum`` calls, the bra and the ket the same tensors: 200 tensors, each MPS tensor read
+twice; --quick uses L=40, chi=32), each framework evaluates the network value alone and then
+the value with its gradient with respect to every tensor; reported is time(value_and_grad) /
+time(forward) per framework (medians of --repeats runs after a warm-up, forward and value+grad
+timed alternately, in one process on the same arrays), plus our backward flops from the cost
+model. JAX and torch contract the same network along cotengra's tree, the shared MPS tensors
+passed twice. --separate-bra adds the variant sessions 5 - 7 measured as "W2": one einsum,
+with a copy of each MPS tensor as the bra (300 tensors). Writes
+benchmarks/results/grad_ratio.json.
 """
 
 from __future__ import annotations
@@ -52,6 +57,52 @@ def mps(L: int, chi: int):
     return inputs, (), arrays
 
 
+class Workload:
+    """A network to differentiate: ``operands`` (labels per operand), ``output`` and
+    ``variables`` (the distinct arrays), ``uses[k]`` the variable operand k reads, and
+    ``build()`` -> (tenloom value, its gradients with respect to every variable)."""
+
+    def __init__(self, operands, output, variables, uses, build=None) -> None:
+        self.operands, self.output, self.variables, self.uses = operands, output, variables, uses
+        self.build = build or (lambda: value_and_grads(operands, output, variables))
+
+    def arrays(self, xs):
+        """The operands' arrays from the variables' (any framework's)."""
+        return [xs[k] for k in self.uses]
+
+
+def network(inputs, output, arrays) -> Workload:
+    """A network whose every operand is a variable of its own."""
+    return Workload(inputs, output, arrays, list(range(len(arrays))))
+
+
+def mps_sites(L: int, chi: int) -> Workload:
+    """W2 as BENCHMARKS.md defines it: <psi|H|psi> built site by site, one ``tl.einsum`` per
+    site carrying the environment, the bra and the ket the same MPS tensors."""
+    from run import mps_mpo_arrays
+
+    mps_t, mpo_t = mps_mpo_arrays(L, chi, 5, 2, seed=2)
+
+    def build():
+        ts = [tl.asarray(a) for a in mps_t]
+        ws = [tl.asarray(w) for w in mpo_t]
+        env = tl.ones((1, 1, 1))
+        for ta, tw in zip(ts, ws):
+            env = tl.einsum("abc,aid,bije,cjf->def", env, ta, tw, ta)
+        value = tl.sum(env)
+        return value, tl.grad(value, ts + ws)
+
+    operands, uses = [], []
+    for i in range(L):
+        operands += [
+            (("a", i), ("p", i), ("a", i + 1)),
+            (("b", i), ("p", i), ("q", i), ("b", i + 1)),
+            (("c", i), ("q", i), ("c", i + 1)),
+        ]
+        uses += [i, L + i, i]
+    return Workload(operands, (), mps_t + mpo_t, uses, build)
+
+
 def paired_times(fwd, both, repeats: int) -> tuple[float, float]:
     """Medians of ``fwd`` and ``both`` timed alternately (forward, value+grad, forward, ...)
     after a warm-up of each: a slow spell of the shared machine then hits both sides of the
@@ -85,8 +136,8 @@ def value_and_grads(inputs, output, arrays):
     return value, tl.grad(value, ts)
 
 
-def bench_tenloom(inputs, output, arrays, repeats):
-    value, grads = value_and_grads(inputs, output, arrays)
+def bench_tenloom(work: Workload, repeats):
+    value, grads = work.build()
     fwd, both = paired_times(lambda: value.evaluate(), lambda: tl.evaluate(value, *grads), repeats)
     f_fwd = tl.explain(value).after.flops
     f_both = tl.explain(value, *grads).after.flops
@@ -100,30 +151,30 @@ def bench_tenloom(inputs, output, arrays, repeats):
     }
 
 
-def _path(inputs, output, arrays):
+def _path(work: Workload):
     import cotengra as ctg
 
     sizes = {}
-    for t, a in zip(inputs, arrays):
+    for t, a in zip(work.operands, work.arrays(work.variables)):
         sizes.update(zip(t, a.shape))
     from run import peer_tree  # the search budget tenloom's "auto" has
 
-    return peer_tree(ctg, inputs, output, sizes, "auto")
+    return peer_tree(ctg, work.operands, work.output, sizes, "auto")
 
 
-def bench_jax(inputs, output, arrays, repeats):
+def bench_jax(work: Workload, repeats):
     import jax
     import jax.numpy as jnp
 
     jax.config.update("jax_enable_x64", True)
-    tree = _path(inputs, output, arrays)
+    tree = _path(work)
 
     def f(*xs):
-        return tree.contract(list(xs), backend="jax")
+        return tree.contract(work.arrays(xs), backend="jax")
 
     fj = jax.jit(f)
-    gj = jax.jit(jax.value_and_grad(f, argnums=tuple(range(len(arrays)))))
-    xs = [jnp.asarray(a) for a in arrays]
+    gj = jax.jit(jax.value_and_grad(f, argnums=tuple(range(len(work.variables)))))
+    xs = [jnp.asarray(a) for a in work.variables]
     fwd, both = paired_times(
         lambda: fj(*xs).block_until_ready(), lambda: jax.block_until_ready(gj(*xs)), repeats
     )
@@ -135,20 +186,20 @@ def bench_jax(inputs, output, arrays, repeats):
     }
 
 
-def bench_torch(inputs, output, arrays, repeats):
+def bench_torch(work: Workload, repeats):
     import torch
 
-    tree = _path(inputs, output, arrays)
-    xs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    tree = _path(work)
+    xs = [torch.tensor(a, requires_grad=True) for a in work.variables]
 
     def fwd_fn():
         with torch.no_grad():
-            return tree.contract(xs, backend="torch")
+            return tree.contract(work.arrays(xs), backend="torch")
 
     def both_fn():
         for x in xs:
             x.grad = None
-        v = tree.contract(xs, backend="torch")
+        v = tree.contract(work.arrays(xs), backend="torch")
         v.backward()
         return v
 
@@ -165,18 +216,22 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--separate-bra", action="store_true")
     args = p.parse_args()
+    L, chi = (40, 32) if args.quick else (100, 64)
     workloads = {
-        "W3 lattice 6x6 D=6": lattice(),
-        "W2 MPS/MPO": mps(40, 32) if args.quick else mps(100, 64),
+        "W3 lattice 6x6 D=6": network(*lattice()),
+        "W2 MPS/MPO site by site": mps_sites(L, chi),
     }
+    if args.separate_bra:
+        workloads["W2 one einsum, separate bra"] = network(*mps(L, chi))
     # Framework by framework (all of tenloom's runs first, then JAX's, then torch's): their
     # thread pools spin for a while after work and would slow whoever runs next.
     results: dict = {name: {} for name in workloads}
     for fw, fn in (("tenloom", bench_tenloom), ("jax", bench_jax), ("torch", bench_torch)):
-        for name, (inputs, output, arrays) in workloads.items():
+        for name, work in workloads.items():
             try:
-                results[name][fw] = fn(inputs, output, arrays, args.repeats)
+                results[name][fw] = fn(work, args.repeats)
             except Exception as e:  # a missing or failing peer is recorded, not fatal
                 if fw == "tenloom":
                     raise
