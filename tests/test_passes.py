@@ -574,25 +574,31 @@ def test_contract_kernel_matches_einsum_under_every_copy_plan(case):
     want = np.einsum(a, list(ta), b, list(tb), list(out))
     every = (copy_plan.COPY, copy_plan.COPY_SWAPPED, copy_plan.VIEW)
     choices, pooled = copy_plan.choices, ops_contract.POOLED_COPY
+    split_limits = copy_plan.SPLIT_MIN_INNER, copy_plan.SPLIT_FAR
     # the model's plan, the measured one, and each way forced on both operands (a "view" where
     # the memory does not allow one is a copy made by reshape, and must still be right); with a
-    # pool every copy goes into its buffers (these operands are small)
+    # pool every copy goes into its buffers (these operands are small, so split copies are let
+    # apply to them too)
     try:
         ops_contract.POOLED_COPY = 0
-        for how in (None, *every, "gather", "runs", "runs swapped"):
+        copy_plan.SPLIT_MIN_INNER, copy_plan.SPLIT_FAR = 1, 1
+        for how in (None, *every, "gather", "runs", "runs swapped", "split", "split swapped"):
             if how == "gather":
                 copy_plan.choices = lambda x, shape, split: (
                     (copy_plan.Gather(x),) if copy_plan.Gather.fits(x) else (copy_plan.COPY,)
                 )
-            elif how in ("runs", "runs swapped"):  # by runs where they fit, else plainly
+            elif how is not None and how.startswith(("runs", "split")):
+                # by runs (one copy per index of the last axis) where that fits, else plainly
+                plan = copy_plan.RunCopy if how.startswith("runs") else copy_plan.SplitCopy
+                swapping = how.endswith("swapped")
 
-                def by_runs(x, shape, split, swap=how == "runs swapped"):
+                def by_plan(x, shape, split, swap=swapping, plan=plan):
                     y = x.transpose(copy_plan.swapped(split, x.ndim)) if swap else x
-                    if copy_plan.RunCopy.fits(y):
-                        return (copy_plan.RunCopy(y, swap),)
+                    if plan.fits(y):
+                        return (plan(y, swap),)
                     return (copy_plan.COPY_SWAPPED if swap else copy_plan.COPY,)
 
-                copy_plan.choices = by_runs
+                copy_plan.choices = by_plan
             elif how is not None:
                 copy_plan.choices = lambda x, shape, split, how=how: (how,)
             for pool in (None, _Pool()):
@@ -605,6 +611,7 @@ def test_contract_kernel_matches_einsum_under_every_copy_plan(case):
                         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     finally:
         copy_plan.choices, ops_contract.POOLED_COPY = choices, pooled
+        copy_plan.SPLIT_MIN_INNER, copy_plan.SPLIT_FAR = split_limits
 
 
 def test_copy_plans_read_memory_as_it_lies():
@@ -671,6 +678,66 @@ def test_copies_by_runs_give_the_plain_copys_values(case):
     other = np.ascontiguousarray(x)[..., ::-1]
     plan.into(out, other)
     np.testing.assert_array_equal(out, other)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(1, 5), min_size=2, max_size=6).flatmap(
+        lambda shape: st.tuples(
+            st.just(tuple(shape)),
+            st.permutations(range(len(shape))),
+            st.sampled_from([np.float64, np.complex128, np.int8]),
+        )
+    )
+)
+def test_split_copies_give_the_plain_copys_values(case):
+    from tenloom.graph import copy_plan
+
+    shape, perm, dtype = case
+    x = (np.arange(np.prod(shape)) % 100).astype(dtype).reshape(shape).transpose(perm)
+    limits = copy_plan.SPLIT_MIN_INNER, copy_plan.SPLIT_FAR
+    copy_plan.SPLIT_MIN_INNER, copy_plan.SPLIT_FAR = 1, 1  # let it apply to small arrays
+    try:
+        if not copy_plan.SplitCopy.fits(x):
+            assert x.shape[-1] < 2 or abs(x.strides[-1]) < x.itemsize
+            return
+        plan = copy_plan.SplitCopy(x)
+        out = np.empty(x.shape, x.dtype)
+        plan.into(out, x)
+        np.testing.assert_array_equal(out, x)
+        other = np.ascontiguousarray(x)[..., ::-1]  # another layout: copied the plain way
+        plan.into(out, other)
+        np.testing.assert_array_equal(out, other)
+    finally:
+        copy_plan.SPLIT_MIN_INNER, copy_plan.SPLIT_FAR = limits
+
+
+def test_split_copies_only_for_a_short_far_last_axis():
+    from tenloom.graph import copy_plan
+    from tenloom.runtime.backends.cpu import layout_kernel
+
+    # W2's cotangent copy: memory (5, 2, 64, 64) copied into order (2, 64, 64, 5)
+    src = np.arange(40960.0).reshape(5, 2, 64, 64)
+    x = src.transpose(1, 3, 2, 0)
+    assert copy_plan.SplitCopy.fits(x) and not copy_plan.RunCopy.fits(x)
+    assert copy_plan.SplitCopy(x).cost(x) < copy_plan.copy_cost(x)  # the model agrees
+    assert not copy_plan.SplitCopy.fits(src)  # last axis long and contiguous
+    assert not copy_plan.SplitCopy.fits(src.transpose(1, 2, 0, 3)[..., :5])  # contiguous
+    assert not copy_plan.SplitCopy.fits(src.transpose(0, 2, 3, 1)[:, :, :8])  # next one short
+    assert copy_plan.SplitCopy.fits(np.zeros((5, 64)).T)
+    assert not copy_plan.SplitCopy.fits(np.zeros((5, 64), dtype=object).T)
+    # the ways of a GEMM operand include it where it fits (its copy order or the swapped one)
+    ways = copy_plan.choices(x, (128, 320), (0, 2))
+    assert any(isinstance(w, copy_plan.SplitCopy) for w in ways)
+    for how in ways:
+        m, _ = copy_plan.as_matrix(x, (128, 320), copy_plan.swapped((0, 2), 4), how, np.empty)
+        np.testing.assert_array_equal(m, x.reshape(128, 320))
+    # a LAYOUT into that order (whichever way its first call measures fastest) keeps values
+    run = layout_kernel((1, 3, 2, 0))
+    for _ in range(2):
+        y = run(src.transpose(0, 1, 2, 3))
+        np.testing.assert_array_equal(y, src)
+        assert y.transpose(1, 3, 2, 0).flags.c_contiguous
 
 
 def test_copies_by_runs_only_where_runs_save_loops():

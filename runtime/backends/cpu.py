@@ -63,10 +63,11 @@ def compile_steps(program: tuple):
 def layout_kernel(perm: tuple):
     """LAYOUT: the operand copied into a buffer whose memory order is ``perm``.
 
-    The copy is a strided copy (by runs where the source keeps a few elements contiguous) or a
-    gather (graph/copy_plan.py), chosen on the first call by timing both (they give the same
-    bits, so ``deterministic=True`` does not care). Later calls copy the same way (both check
-    the strides, and copy others the plain strided way)."""
+    The copy is a strided copy (by runs where the source keeps a few elements contiguous), one
+    copy per index of a short, strided last axis, or a gather (graph/copy_plan.py), chosen on
+    the first call by timing those that apply (they give the same bits, so
+    ``deterministic=True`` does not care). Later calls copy the same way (each checks the
+    strides, and copies others the plain strided way)."""
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
@@ -76,17 +77,21 @@ def layout_kernel(perm: tuple):
     def decide(xt):
         by_runs = copy_plan.RunCopy(xt) if copy_plan.RunCopy.fits(xt) else None
         strided = np.copyto if by_runs is None else by_runs.into
-        if not copy_plan.Gather.fits(xt):
-            return strided
-        gather = copy_plan.Gather(xt)  # falls back to a strided copy for other strides
-
-        def gathered(out, xt):
-            gather.matrix(xt, out.shape, lambda n, dt: out.reshape(-1))
-
-        ways = [strided, gathered]
         model = copy_plan.copy_cost(xt) if by_runs is None else by_runs.cost(xt)
-        if copy_plan.gather_cost(xt) < model:
-            ways.reverse()  # ties keep the model's choice
+        ways = [(model, strided)]
+        if by_runs is None and copy_plan.SplitCopy.fits(xt):
+            split = copy_plan.SplitCopy(xt)
+            ways.append((split.cost(xt), split.into))
+        if copy_plan.Gather.fits(xt):
+            gather = copy_plan.Gather(xt)  # falls back to a strided copy for other strides
+
+            def gathered(out, xt):
+                gather.matrix(xt, out.shape, lambda n, dt: out.reshape(-1))
+
+            ways.append((copy_plan.gather_cost(xt), gathered))
+        if len(ways) == 1:
+            return strided
+        ways = [f for _, f in sorted(ways, key=lambda w: w[0])]  # ties keep the model's choice
         scratch = np.empty(xt.shape, xt.dtype)
         return copy_plan.measure(ways, lambda f: f(scratch, xt))
 
