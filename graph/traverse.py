@@ -28,15 +28,24 @@ def schedule(order: list[Node]) -> list[Node]:
 
 def _eager(order: list[Node]) -> list[Node]:
     """``order`` rescheduled: a node runs as soon as all its inputs have run, the most recently
-    enabled first: among those, results nothing else reads (outputs) before the rest, then in
-    ``order``'s order (so a single chain keeps its order). A value is then read while it is
-    fresh and freed early."""
+    enabled first: among those, the one fewest steps away from an output first (results
+    nothing else reads before the rest), then in ``order``'s order (so a single chain keeps its
+    order). A value is then read while it is fresh and freed early, and a short branch that
+    ends in an output is finished before the long one beside it goes on: a gradient's
+    contribution of a tensor read twice (two sink contractions and their sum) runs as soon as
+    the reverse sweep has made its cotangent, rather than after the whole sweep with every
+    cotangent kept alive meanwhile."""
     pos = {id(n): k for k, n in enumerate(order)}
     waiting = {id(n): len({id(x) for x in n.inputs}) for n in order}
     users: dict[int, list[Node]] = {}
     for n in order:
         for x in {id(x): x for x in n.inputs}.values():
             users.setdefault(id(x), []).append(n)
+    # the longest way (in nodes) from each node to a result nothing reads: ``order`` has
+    # every node after its inputs, so walking it backwards sees a node's users first
+    height: dict[int, int] = {}
+    for n in reversed(order):
+        height[id(n)] = 1 + max((height[id(u)] for u in users.get(id(n), ())), default=-1)
     # nodes without inputs (leaves, fills) are ready from the start: none is waited for, and
     # each is placed just before the first node that reads it
     sources = [n for n in order if not waiting[id(n)]]
@@ -58,8 +67,9 @@ def _eager(order: list[Node]) -> list[Node]:
             waiting[id(u)] -= 1
             if not waiting[id(u)]:
                 enabled.append(u)
-        # popped from the end: results nothing else reads (outputs) first, then in order
-        enabled.sort(key=lambda u: (id(u) not in users, -pos[id(u)]))
+        # popped from the end: the nearest to an output first (outputs themselves, at 0,
+        # before all), then in order
+        enabled.sort(key=lambda u: (-height[id(u)], -pos[id(u)]))
         ready.extend(enabled)
     out += [n for n in sources if id(n) not in placed]  # read by no one: outputs
     return out
