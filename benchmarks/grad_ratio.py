@@ -11,7 +11,8 @@ time(forward) per framework (medians of --repeats runs after a warm-up, forward 
 timed alternately, in one process on the same arrays), plus our backward flops from the cost
 model. JAX and torch contract the same network along cotengra's tree, the shared MPS tensors
 passed twice. --separate-bra adds the variant sessions 5 - 7 measured as "W2": one einsum,
-with a copy of each MPS tensor as the bra (300 tensors). Writes
+with a copy of each MPS tensor as the bra (301 variables with the environment's ones). The
+frameworks' values and the norms of their gradients are checked against each other. Writes
 benchmarks/results/grad_ratio.json.
 """
 
@@ -79,17 +80,14 @@ def network(inputs, output, arrays) -> Workload:
 def mps_sites(L: int, chi: int) -> Workload:
     """W2 as BENCHMARKS.md defines it: <psi|H|psi> built site by site, one ``tl.einsum`` per
     site carrying the environment, the bra and the ket the same MPS tensors."""
-    from run import mps_mpo_arrays
+    from run import mps_mpo_arrays, mps_mpo_expectation
 
     mps_t, mpo_t = mps_mpo_arrays(L, chi, 5, 2, seed=2)
 
     def build():
         ts = [tl.asarray(a) for a in mps_t]
         ws = [tl.asarray(w) for w in mpo_t]
-        env = tl.ones((1, 1, 1))
-        for ta, tw in zip(ts, ws):
-            env = tl.einsum("abc,aid,bije,cjf->def", env, ta, tw, ta)
-        value = tl.sum(env)
+        value = mps_mpo_expectation(ts, ws)
         return value, tl.grad(value, ts + ws)
 
     operands, uses = [], []
@@ -148,7 +146,13 @@ def bench_tenloom(work: Workload, repeats):
         "forward_flops": f_fwd,
         "backward_flops": f_both - f_fwd,
         "value": float(value.evaluate()),
+        "grad_norm": _norm(tl.evaluate(*grads)),
     }
+
+
+def _norm(grads) -> float:
+    """The 2-norm of all gradients together (to check the frameworks against each other)."""
+    return float(np.sqrt(sum(float(np.vdot(g, g).real) for g in grads)))
 
 
 def _path(work: Workload):
@@ -183,6 +187,7 @@ def bench_jax(work: Workload, repeats):
         "value_and_grad_s": both,
         "ratio": both / fwd,
         "value": float(fj(*xs)),
+        "grad_norm": _norm([np.asarray(g) for g in gj(*xs)[1]]),
     }
 
 
@@ -208,7 +213,8 @@ def bench_torch(work: Workload, repeats):
         "forward_s": fwd,
         "value_and_grad_s": both,
         "ratio": both / fwd,
-        "value": float(fwd_fn()),
+        "value": float(both_fn()),  # leaves every variable's gradient in .grad
+        "grad_norm": _norm([x.grad.numpy() for x in xs]),
     }
 
 
@@ -238,11 +244,12 @@ def main() -> None:
                 results[name][fw] = {"error": f"{type(e).__name__}: {e}"}
         time.sleep(1.0)
     for name, row in results.items():
-        ref = row["tenloom"]["value"]
-        for peer in ("jax", "torch"):
-            v = row[peer].get("value")
-            if v is not None:
-                assert abs(v - ref) <= 1e-8 * max(1.0, abs(ref)), (name, peer, v, ref)
+        for key in ("value", "grad_norm"):
+            ref = row["tenloom"][key]
+            for peer in ("jax", "torch"):
+                v = row[peer].get(key)
+                if v is not None:
+                    assert abs(v - ref) <= 1e-8 * max(1.0, abs(ref)), (name, peer, key, v, ref)
         print(f"{name}")
         for fw, r in row.items():
             if "error" in r:

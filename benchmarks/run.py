@@ -817,6 +817,17 @@ def mps_mpo_arrays(L: int, chi: int, w: int, d: int, seed: int):
     return mps, mpo
 
 
+def mps_mpo_expectation(mps: list, mpo: list):
+    """<psi|H|psi> the way a user writes it: one einsum per site, the environment carried
+    along, the bra and the ket the same tensors (also W8's W2, benchmarks/grad_ratio.py)."""
+    import tenloom as tl
+
+    env = tl.ones((1, 1, 1))
+    for a, w in zip(mps, mpo):
+        env = tl.einsum("abc,aid,bije,cjf->def", env, a, w, a)
+    return tl.sum(env)
+
+
 def w2(ctx: Ctx) -> dict:
     import tenloom as tl
 
@@ -824,12 +835,7 @@ def w2(ctx: Ctx) -> dict:
     mps, mpo = mps_mpo_arrays(L, chi, 5, 2, seed=2)
 
     def build():
-        # the way a user writes it: one einsum per site, the environment carried along
-        env = tl.ones((1, 1, 1))
-        for a, w in zip(mps, mpo):
-            ta, tw = tl.asarray(a), tl.asarray(w)
-            env = tl.einsum("abc,aid,bije,cjf->def", env, ta, tw, ta)
-        return tl.sum(env)
+        return mps_mpo_expectation([tl.asarray(a) for a in mps], [tl.asarray(w) for w in mpo])
 
     # the same value as one network for the peers: ket A[a_i p_i a_i+1], W[b_i p_i q_i b_i+1],
     # bra A[c_i q_i c_i+1]; the size-1 boundary bonds are lone indices

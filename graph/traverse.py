@@ -18,34 +18,56 @@ def toposort(outputs: Iterable[Node]) -> list[Node]:
 
 
 def schedule(order: list[Node]) -> list[Node]:
-    """The execution order of a graph whose nodes are ``order`` (see ``_eager``). Depth-first
-    order alone does not serve outputs that share a long branch: a gradient's first output
-    pulls in the whole reverse sweep, and every other gradient then reads a cotangent computed
-    long before (kept alive meanwhile, and read back from memory): W2's value and gradient
-    peak at 161 MB in depth-first order, 81 MB in this one."""
-    return _eager(order)
+    """The execution order of a graph whose nodes are ``order``: of the two orders ``_eager``
+    makes, the one whose values take the fewer bytes at their peak (``_peak``), the one that
+    goes by ``order`` on a tie. Depth-first order alone does not serve outputs that share a
+    long branch: a gradient's first output pulls in the whole reverse sweep, and every other
+    gradient then reads a cotangent computed long before (kept alive meanwhile, and read back
+    from memory): W2's value and gradient (one einsum, separate bra tensors) peak at 161 MB in
+    depth-first order, 81 MB eagerly."""
+    by_order, ties = _eager(order, nearest_first=False)
+    if not ties:  # no node ever enabled two others at once: one order only
+        return by_order
+    nearest, _ = _eager(order, nearest_first=True)
+    return nearest if _peak(nearest) < _peak(by_order) else by_order
 
 
-def _eager(order: list[Node]) -> list[Node]:
+def _eager(order: list[Node], nearest_first: bool) -> tuple[list[Node], bool]:
     """``order`` rescheduled: a node runs as soon as all its inputs have run, the most recently
-    enabled first: among those, the one fewest steps away from an output first (results
-    nothing else reads before the rest), then in ``order``'s order (so a single chain keeps its
-    order). A value is then read while it is fresh and freed early, and a short branch that
-    ends in an output is finished before the long one beside it goes on: a gradient's
-    contribution of a tensor read twice (two sink contractions and their sum) runs as soon as
-    the reverse sweep has made its cotangent, rather than after the whole sweep with every
-    cotangent kept alive meanwhile."""
+    enabled first; and whether some node enabled several at once (only then can the tie-break
+    matter). Among nodes enabled together, results nothing else reads (outputs) run first,
+    then
+
+    - by default, in ``order``'s order (so a single chain keeps its order);
+    - with ``nearest_first``, the one with the shortest longest way to a result nothing reads
+      first, then in ``order``'s order. A short branch that ends in an output is then finished
+      before the long one beside it goes on: W2's gradient (the bra and the ket the same
+      tensors) sums two sink contractions per MPS tensor, which run as soon as the reverse
+      sweep has made their cotangent rather than after the whole sweep, every cotangent kept
+      alive meanwhile (peak 97 -> 81 MB). A short branch that joins a long one later would be
+      held meanwhile instead, which ``schedule`` catches by comparing the two orders' peaks.
+
+    A value is read while it is fresh and freed early either way."""
     pos = {id(n): k for k, n in enumerate(order)}
     waiting = {id(n): len({id(x) for x in n.inputs}) for n in order}
     users: dict[int, list[Node]] = {}
     for n in order:
         for x in {id(x): x for x in n.inputs}.values():
             users.setdefault(id(x), []).append(n)
-    # the longest way (in nodes) from each node to a result nothing reads: ``order`` has
-    # every node after its inputs, so walking it backwards sees a node's users first
     height: dict[int, int] = {}
-    for n in reversed(order):
-        height[id(n)] = 1 + max((height[id(u)] for u in users.get(id(n), ())), default=-1)
+    if nearest_first:
+        # the longest way (in nodes) from each node to a result nothing reads: ``order`` has
+        # every node after its inputs, so walking it backwards sees a node's users first
+        for n in reversed(order):
+            height[id(n)] = 1 + max((height[id(u)] for u in users.get(id(n), ())), default=-1)
+
+        def key(u):
+            return (-height[id(u)], -pos[id(u)])
+    else:
+
+        def key(u):
+            return (id(u) not in users, -pos[id(u)])
+
     # nodes without inputs (leaves, fills) are ready from the start: none is waited for, and
     # each is placed just before the first node that reads it
     sources = [n for n in order if not waiting[id(n)]]
@@ -54,6 +76,7 @@ def _eager(order: list[Node]) -> list[Node]:
             waiting[id(u)] -= 1
     placed: set[int] = set()
     out: list[Node] = []
+    ties = False
     ready = [n for n in reversed(order) if n.inputs and not waiting[id(n)]]
     while ready:
         n = ready.pop()
@@ -67,12 +90,33 @@ def _eager(order: list[Node]) -> list[Node]:
             waiting[id(u)] -= 1
             if not waiting[id(u)]:
                 enabled.append(u)
-        # popped from the end: the nearest to an output first (outputs themselves, at 0,
-        # before all), then in order
-        enabled.sort(key=lambda u: (-height[id(u)], -pos[id(u)]))
+        if len(enabled) > 1:
+            ties = True
+            enabled.sort(key=key)  # popped from the end: the first to run last in the list
         ready.extend(enabled)
     out += [n for n in sources if id(n) not in placed]  # read by no one: outputs
-    return out
+    return out, ties
+
+
+def _peak(order: list[Node]) -> int:
+    """Bytes of computed values alive at once at most when ``order`` runs: each from the node
+    that makes it to its last reader (results to the end); leaves and fills, made before the
+    run, not counted. The runtime's cost model (passes/cost.py) refines this with views and
+    buffer reuse; to compare two orders of one graph this is enough."""
+    last: dict[int, int] = {}
+    for k, n in enumerate(order):
+        for x in n.inputs:
+            last[id(x)] = k
+    ends = [0] * len(order)
+    live = peak = 0
+    for k, n in enumerate(order):
+        if n.inputs:
+            live += n.nbytes
+            if id(n) in last:
+                ends[last[id(n)]] += n.nbytes
+        peak = max(peak, live)
+        live -= ends[k]
+    return peak
 
 
 def _postorder(outputs: Iterable[Node]) -> list[Node]:

@@ -77,21 +77,21 @@ def layout_kernel(perm: tuple):
     def decide(xt):
         by_runs = copy_plan.RunCopy(xt) if copy_plan.RunCopy.fits(xt) else None
         strided = np.copyto if by_runs is None else by_runs.into
-        model = copy_plan.copy_cost(xt) if by_runs is None else by_runs.cost(xt)
-        ways = [(model, strided)]
-        if by_runs is None and copy_plan.SplitCopy.fits(xt):
-            split = copy_plan.SplitCopy(xt)
-            ways.append((split.cost(xt), split.into))
+        ways = [strided]
         if copy_plan.Gather.fits(xt):
             gather = copy_plan.Gather(xt)  # falls back to a strided copy for other strides
 
             def gathered(out, xt):
                 gather.matrix(xt, out.shape, lambda n, dt: out.reshape(-1))
 
-            ways.append((copy_plan.gather_cost(xt), gathered))
+            model = copy_plan.copy_cost(xt) if by_runs is None else by_runs.cost(xt)
+            ways.append(gathered)
+            if copy_plan.gather_cost(xt) < model:
+                ways.reverse()  # ties keep the model's choice
+        if by_runs is None and copy_plan.SplitCopy.fits(xt):
+            ways.append(copy_plan.SplitCopy(xt).into)  # timed, never the model's pick
         if len(ways) == 1:
             return strided
-        ways = [f for _, f in sorted(ways, key=lambda w: w[0])]  # ties keep the model's choice
         scratch = np.empty(xt.shape, xt.dtype)
         return copy_plan.measure(ways, lambda f: f(scratch, xt))
 
