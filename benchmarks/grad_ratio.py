@@ -213,7 +213,7 @@ def bench_torch(work: Workload, repeats):
         "forward_s": fwd,
         "value_and_grad_s": both,
         "ratio": both / fwd,
-        "value": float(both_fn()),  # leaves every variable's gradient in .grad
+        "value": float(both_fn().detach()),  # leaves every variable's gradient in .grad
         "grad_norm": _norm([x.grad.numpy() for x in xs]),
     }
 
