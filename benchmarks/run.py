@@ -502,7 +502,8 @@ def peer_tree(ctg, ins, out, sd, setting):
 
     trees = [ctg.array_contract_tree(ins, out, sd, optimize=ctg.AutoOptimizer())]
     trees.append(ctg.array_contract_tree(ins, out, sd, optimize="greedy"))
-    if trees[0].contraction_cost() <= AUTO_HQ_MADDS and len(ins) <= AUTO_HQ_TENSORS:
+    cheap = min(t.contraction_cost() for t in trees) <= AUTO_HQ_MADDS  # as tenloom's pass
+    if cheap and len(ins) <= AUTO_HQ_TENSORS:
         trees.append(ctg.array_contract_tree(ins, out, sd, optimize=ctg.AutoHQOptimizer()))
         trees.append(ctg.array_contract_tree(ins, out, sd, optimize=auto_hyper_optimizer()))
     return min(trees, key=lambda t: t.contraction_cost())
