@@ -201,9 +201,9 @@ def _auto_path(terms, out, sizes) -> tuple[tuple, tuple]:
     trees = [ctg.array_contract_tree(*args, optimize="auto")]
     trees.append(ctg.array_contract_tree(*args, optimize="greedy"))
     # cheap by the better of the two: the fast preset's random search sometimes ends worse
-    # than greedy (W3 on a 16-core machine: 1e8 - 2e8 multiply-adds against greedy's 1.2e8
-    # and the high-quality searches' 3.5e7), and judged by its tree alone those searches were
-    # skipped and W3 ran greedy's tree, 3.5x the flops
+    # than greedy (W3 on a 16-core machine: above AUTO_HQ_MADDS in some processes, against
+    # greedy's 1.2e8 and the high-quality searches' 3.5e7), and judged by its tree alone
+    # those searches were skipped and W3 ran greedy's tree, 3.5x the flops
     cheap = min(t.contraction_cost() for t in trees) <= AUTO_HQ_MADDS
     if cheap and len(terms) <= AUTO_HQ_TENSORS:
         trees.append(ctg.array_contract_tree(*args, optimize="auto-hq"))
