@@ -275,16 +275,16 @@ def choices(x: Any, shape: tuple, split: tuple[int, int]) -> tuple:
     xs = x.transpose(swapped(split, x.ndim))
     ways = [(copy_cost(x), 1, COPY), (copy_cost(xs), 2, COPY_SWAPPED)]
     # a copy by runs where it saves loops, in place of the plain copy of the same order
-    split = []
+    splits = []
     for i, (y, swap) in enumerate(((x, False), (xs, True))):
         if RunCopy.fits(y):
             plan = RunCopy(y, swap)
             ways[i] = (plan.cost(y), ways[i][1], plan)
         elif SplitCopy.fits(y):  # an extra way: the plain copy of that order stays a choice
-            split.append(SplitCopy(y, swap))
+            splits.append(SplitCopy(y, swap))
     if Gather.fits(x):
         ways.append((gather_cost(x), 0, Gather(x)))
-    return tuple(w for _, _, w in sorted(ways, key=lambda w: w[:2])) + tuple(split)
+    return tuple(w for _, _, w in sorted(ways, key=lambda w: w[:2])) + tuple(splits)
 
 
 def as_matrix(x: Any, shape: tuple, perm: tuple[int, ...], how: Any, take: Callable | None):
