@@ -80,7 +80,7 @@ def network(inputs, output, arrays) -> Workload:
 def mps_sites(L: int, chi: int) -> Workload:
     """W2 as BENCHMARKS.md defines it: <psi|H|psi> built site by site, one ``tl.einsum`` per
     site carrying the environment, the bra and the ket the same MPS tensors."""
-    from run import mps_mpo_arrays, mps_mpo_expectation
+    from run import mps_mpo_arrays, mps_mpo_expectation, mps_mpo_operands
 
     mps_t, mpo_t = mps_mpo_arrays(L, chi, 5, 2, seed=2)
 
@@ -90,15 +90,8 @@ def mps_sites(L: int, chi: int) -> Workload:
         value = mps_mpo_expectation(ts, ws)
         return value, tl.grad(value, ts + ws)
 
-    operands, uses = [], []
-    for i in range(L):
-        operands += [
-            (("a", i), ("p", i), ("a", i + 1)),
-            (("b", i), ("p", i), ("q", i), ("b", i + 1)),
-            (("c", i), ("q", i), ("c", i + 1)),
-        ]
-        uses += [i, L + i, i]
-    return Workload(operands, (), mps_t + mpo_t, uses, build)
+    uses = [k for i in range(L) for k in (i, L + i, i)]  # ket, MPO, bra of site i
+    return Workload(mps_mpo_operands(L), (), mps_t + mpo_t, uses, build)
 
 
 def paired_times(fwd, both, repeats: int) -> tuple[float, float]:

@@ -829,6 +829,19 @@ def mps_mpo_expectation(mps: list, mpo: list):
     return tl.sum(env)
 
 
+def mps_mpo_operands(L: int) -> list[tuple]:
+    """The labels of <psi|H|psi> as one network, three operands per site: ket A[a_i p_i a_i+1],
+    W[b_i p_i q_i b_i+1], bra A[c_i q_i c_i+1]; the size-1 boundary bonds are lone indices."""
+    operands = []
+    for i in range(L):
+        operands += [
+            (("a", i), ("p", i), ("a", i + 1)),
+            (("b", i), ("p", i), ("q", i), ("b", i + 1)),
+            (("c", i), ("q", i), ("c", i + 1)),
+        ]
+    return operands
+
+
 def w2(ctx: Ctx) -> dict:
     import tenloom as tl
 
@@ -838,16 +851,9 @@ def w2(ctx: Ctx) -> dict:
     def build():
         return mps_mpo_expectation([tl.asarray(a) for a in mps], [tl.asarray(w) for w in mpo])
 
-    # the same value as one network for the peers: ket A[a_i p_i a_i+1], W[b_i p_i q_i b_i+1],
-    # bra A[c_i q_i c_i+1]; the size-1 boundary bonds are lone indices
-    inputs, arrays = [], []
-    for i in range(L):
-        inputs += [
-            (("a", i), ("p", i), ("a", i + 1)),
-            (("b", i), ("p", i), ("q", i), ("b", i + 1)),
-            (("c", i), ("q", i), ("c", i + 1)),
-        ]
-        arrays += [mps[i], mpo[i], mps[i]]
+    # the same value as one network for the peers
+    inputs = mps_mpo_operands(L)
+    arrays = [x for i in range(L) for x in (mps[i], mpo[i], mps[i])]
     sd = {}
     for t, a in zip(inputs, arrays):
         sd.update(zip(t, a.shape))

@@ -774,16 +774,17 @@ def test_copy_plans_read_memory_as_it_lies():
     assert not copy_plan.Gather.fits(np.empty(copy_plan.GATHER_MAX + 1))
 
 
-@settings(max_examples=100, deadline=None)
-@given(
-    st.lists(st.integers(1, 5), min_size=1, max_size=6).flatmap(
+def _permuted_arrays(min_ndim: int, dtypes: list):
+    """(shape, axis permutation, dtype) of small arrays to copy."""
+    return st.lists(st.integers(1, 5), min_size=min_ndim, max_size=6).flatmap(
         lambda shape: st.tuples(
-            st.just(tuple(shape)),
-            st.permutations(range(len(shape))),
-            st.sampled_from([np.float64, np.float32, np.complex128, np.int8]),
+            st.just(tuple(shape)), st.permutations(range(len(shape))), st.sampled_from(dtypes)
         )
     )
-)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_permuted_arrays(1, [np.float64, np.float32, np.complex128, np.int8]))
 def test_copies_by_runs_give_the_plain_copys_values(case):
     from tenloom.graph import copy_plan
 
@@ -805,15 +806,7 @@ def test_copies_by_runs_give_the_plain_copys_values(case):
 
 
 @settings(max_examples=100, deadline=None)
-@given(
-    st.lists(st.integers(1, 5), min_size=2, max_size=6).flatmap(
-        lambda shape: st.tuples(
-            st.just(tuple(shape)),
-            st.permutations(range(len(shape))),
-            st.sampled_from([np.float64, np.complex128, np.int8]),
-        )
-    )
-)
+@given(_permuted_arrays(2, [np.float64, np.complex128, np.int8]))
 def test_split_copies_give_the_plain_copys_values(case):
     from tenloom.graph import copy_plan
 
