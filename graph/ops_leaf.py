@@ -8,10 +8,36 @@ import numpy as np
 from tenloom.graph.ops import Op, OpKind, register_op
 
 
+def is_frozen(array) -> bool:
+    """Whether nothing can change ``array``'s values any more: it and every array it is a view
+    of are read-only, down to memory that is itself immutable (``bytes``) or owned by the
+    array. A read-only view of a writeable array is not frozen: its base can still be written.
+
+    What depends on a constant's values beyond one evaluation (folded reductions, device
+    copies kept between runs) may only be derived from frozen arrays."""
+    a = array
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return False
+        a = a.base
+    return a is None or isinstance(a, bytes)
+
+
+def frozen(array: np.ndarray) -> np.ndarray:
+    """``array`` itself when frozen, else a read-only copy of it (what a compiled plan keeps)."""
+    if is_frozen(array):
+        return array
+    out = np.array(array, copy=True)
+    out.flags.writeable = False
+    return out
+
+
 class Constant:
     """Holds a constant array inside a node's attrs; compares and hashes by array identity.
 
-    Like ``numpy.asarray`` the array is not copied: mutating it before evaluation is undefined.
+    Like ``numpy.asarray`` the array is not copied. ``evaluate`` reads its values when it runs,
+    so an expression built after an in-place change sees the new values; nothing derived from
+    the values is kept between runs unless the array is frozen (:func:`is_frozen`).
     """
 
     __slots__ = ("value",)

@@ -16,6 +16,10 @@ except in the pre-pass of grad, vjp and jvp (option ``fold_constants=False``): t
 differentiated with respect to may be constants or reductions of constants, and their uses must
 stay visible for the derivative to flow back to them. The derivative graphs built from that
 pre-pass have their reductions of constants folded when they are evaluated.
+
+Only frozen constants fold (``ops_leaf.is_frozen``: read-only down to their memory, as a
+compiled plan's copies are): a writeable user array may change in place before the next run
+of a cached graph, and a folded value would then be stale.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from tenloom.graph.einsum import einsum_node
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op, op_def
+from tenloom.graph.ops_leaf import is_frozen
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph
 
@@ -50,12 +55,19 @@ def _folded(node: Node) -> Node | None:
     (x,) = node.inputs
     if x.op is not Op.CONST or node.size >= x.size:
         return None
-    value = np.asarray(op_def(node.op).ref([x.attrs[0].value], node.attrs))
+    source = x.attrs[0].value
+    if not is_frozen(source):
+        # a user array that may change in place: the optimized graph outlives this call
+        # (evaluate's cache), so its reduction runs with the values each run reads
+        return None
+    value = np.asarray(op_def(node.op).ref([source], node.attrs))
     if value.shape != node.shape:
         return None
     # its own memory (einsum returns a diagonal as a view of the input), in the node's dtype
-    # as its kernel would give it (NumPy's sum widens small integers)
-    return _const_node(np.array(value, dtype=node.dtype, order="C"))
+    # as its kernel would give it (NumPy's sum widens small integers); frozen like its source
+    value = np.array(value, dtype=node.dtype, order="C")
+    value.flags.writeable = False
+    return _const_node(value)
 
 
 @register_pass("prereduce")

@@ -36,8 +36,32 @@ class Cost:
     passes: dict
 
 
+def frozen_constants(graph: Graph) -> Graph:
+    """``graph`` with each constant that could still change in place replaced by a read-only
+    copy of its current values (``ops_leaf.frozen``); frozen arrays are kept without a copy.
+
+    A plan captures its constants when it is compiled, as ``jax.jit`` captures the arrays a
+    function closes over: changing a ``tl.asarray`` source afterwards does not change what the
+    plan computes (its inputs are the placeholders). This also lets the passes fold reductions
+    of constants and device backends keep one copy of each constant for every call."""
+    from tenloom.graph.node import make_node
+    from tenloom.graph.ops_leaf import Constant, frozen
+    from tenloom.passes.rewrite import map_graph
+
+    def snapshot(node: Node) -> Node:
+        if node.op is Op.CONST:
+            value = node.attrs[0].value
+            copy = frozen(value)
+            if copy is not value:
+                return make_node(Op.CONST, (), (Constant(copy),))
+        return node
+
+    return map_graph(graph, snapshot)
+
+
 class Plan:
-    """A compiled computation: ``plan(*arrays) -> list of ndarrays``."""
+    """A compiled computation: ``plan(*arrays) -> list of ndarrays``. Constants are captured
+    at compile time (:func:`frozen_constants`); inputs are read at every call."""
 
     def __init__(self, outputs, inputs, **opts: Any):
         from tenloom.graph.api import lift
@@ -49,7 +73,8 @@ class Plan:
         for k, x in enumerate(self.inputs):
             if x.op is not Op.PLACEHOLDER:
                 raise TenloomError(f"compile: input {k} is not a placeholder (tl.placeholder)")
-        self.graph = Graph(tuple(lift(t, "compile") for t in outputs))
+        # a plan keeps the values its constants have now (see frozen_constants)
+        self.graph = frozen_constants(Graph(tuple(lift(t, "compile") for t in outputs)))
         missing = {id(p) for p in self.graph.placeholders} - {id(x) for x in self.inputs}
         if missing:
             names = [p.attrs[0] for p in self.graph.placeholders if id(p) in missing]

@@ -18,6 +18,7 @@ import numpy as np
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
+from tenloom.graph.ops_leaf import is_frozen
 from tenloom.runtime.buffers import POOL_MIN_BYTES, POOLING, Arena, root
 
 
@@ -51,8 +52,8 @@ class Program:
 
     @functools.cached_property
     def run_steps(self) -> list[Step]:
-        """The steps a run goes through when the constants are bound already."""
-        return [s for s in self.steps if s.node.op is not Op.CONST]
+        """The steps a run goes through: all but the constants bound in ``slots`` already."""
+        return [s for s in self.steps if s.node.op is not Op.CONST or self.slots[s.out] is None]
 
     def arena(self):
         """An arena for one run (the last run's, when no other run holds it), or None."""
@@ -105,8 +106,12 @@ def compile_program(graph: Graph, backend: Any) -> Program:
     prog = Program(steps, tuple(slot[id(o)] for o in graph.outputs), len(order), pooled)
     prog.slots = [None] * len(order)
     roots = set()
+    # A constant is bound once where its backend value cannot go stale: the host array itself
+    # (the CPU reads it in place, so each run sees its current values) or a copy of a frozen
+    # array. A device copy of a writeable array is made anew by every run.
+    live = getattr(backend, "shares_host_memory", False)
     for s in steps:
-        if s.node.op is Op.CONST:
+        if s.node.op is Op.CONST and (live or is_frozen(s.node.attrs[0].value)):
             value = prog.slots[s.out] = backend.from_host(s.node.attrs[0].value, True)
             roots.add(id(root(value)) if isinstance(value, np.ndarray) else id(value))
     prog.const_roots = frozenset(roots)

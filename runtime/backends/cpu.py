@@ -149,6 +149,7 @@ def parallel_sum_kernel(node: Node, ref):
 class Backend:
     kind = "cpu"
     dtypes = SUPPORTED
+    shares_host_memory = True  # from_host is the host array itself: constants are read in place
 
     def from_host(self, array: np.ndarray, constant: bool = False) -> np.ndarray:
         return array

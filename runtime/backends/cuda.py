@@ -25,7 +25,7 @@ from tenloom.graph.errors import DeviceError
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op
 from tenloom.graph.ops_contract import contract_kernel
-from tenloom.graph.ops_leaf import full_value
+from tenloom.graph.ops_leaf import full_value, is_frozen
 from tenloom.passes.fuse_elementwise import TEMPLATES
 
 # op -> C expression: the numexpr templates of the fusion pass (the same operand set), with
@@ -80,8 +80,9 @@ class Backend:
 
     # ---- data movement --------------------------------------------------------------------
     def from_host(self, array: np.ndarray, constant: bool = False) -> Any:
-        """Device copy of a host array; constants are copied once and reused."""
-        if not constant:
+        """Device copy of a host array; frozen constants (``ops_leaf.is_frozen``) are copied once
+        and reused, others every time (their values may have changed in place since)."""
+        if not constant or not is_frozen(array):
             with self.device:
                 return cp.asarray(array)
         key = id(array)

@@ -50,6 +50,7 @@ from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.errors import DeviceError, DTypeError
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
+from tenloom.graph.ops_leaf import is_frozen
 from tenloom.runtime.backends import opencl_source as src
 from tenloom.runtime.backends.opencl_ops import HANDLERS
 
@@ -180,10 +181,11 @@ class Backend:
             )
 
     def from_host(self, array: np.ndarray, constant: bool = False) -> cla.Array:
-        """Device copy of a host array; constants are copied once and reused."""
+        """Device copy of a host array; frozen constants (``ops_leaf.is_frozen``) are copied once
+        and reused, others every time (their values may have changed in place since)."""
         array = np.asarray(array)
         self._check_dtype(array.dtype, "an input")
-        if not constant:
+        if not constant or not is_frozen(array):
             return self._upload(array)
         key = id(array)
         hit = self._consts.get(key)
