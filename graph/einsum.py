@@ -265,15 +265,29 @@ def einsum_kernel(inputs, output):
         # input), which otherwise falls back to one nested loop over all labels: 50x slower
         # on an MPS transfer step.
         opt = ("greedy", 2**62) if len(inputs) > 2 else False
-        return lambda *arrays: np.einsum(sub, *arrays, optimize=opt)
+        if len(inputs) <= 2:
+            return lambda *arrays: np.einsum(sub, *arrays, optimize=opt)
+        return lambda *arrays: np.einsum(sub, *_in_one_dtype(arrays), optimize=opt)
 
     def run(*arrays):
         import cotengra as ctg
 
+        arrays = _in_one_dtype(arrays)
         res = ctg.array_contract(list(arrays), inputs, output, optimize="greedy")
         return np.asarray(res, dtype=np.result_type(*arrays))
 
     return run
+
+
+def _in_one_dtype(arrays: Sequence) -> Sequence:
+    """``arrays`` cast to their result dtype where they differ: a contraction done pair by pair
+    (NumPy's optimized einsum, cotengra) would otherwise compute each pair in that pair's own
+    dtype (int32 partial products wrap inside an int64 network), unlike NumPy's plain einsum."""
+    first = arrays[0].dtype
+    if all(a.dtype == first for a in arrays):
+        return arrays
+    dt = np.result_type(*arrays)
+    return [a.astype(dt, copy=False) for a in arrays]
 
 
 def einsum_ref(arrays: Sequence[np.ndarray], inputs, output) -> np.ndarray:
@@ -298,3 +312,15 @@ def einsum_node(nodes: Sequence, terms: Sequence[Sequence[Hashable]], output: Se
     if len(nodes) == 1 and in_labels[0] == out:
         return nodes[0]
     return make_node(Op.EINSUM, tuple(nodes), (in_labels, out))
+
+
+def in_network_dtype(nodes: Sequence, dtype) -> list:
+    """``nodes`` cast to ``dtype`` where they differ: NumPy's einsum casts every operand to the
+    result dtype before it multiplies or sums anything, so a network's partial products and
+    partial sums (a lone label summed first, a pairwise contraction of two operands) are in
+    the network's dtype, never in an operand's narrower one (bool sums are not ORs when the
+    network is numeric, int32 partial sums do not wrap inside an int64 network)."""
+    from tenloom.graph.node import make_node
+    from tenloom.graph.ops import Op
+
+    return [x if x.dtype == dtype else make_node(Op.CAST, (x,), (dtype.str,)) for x in nodes]

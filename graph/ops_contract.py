@@ -208,8 +208,15 @@ def contract_kernel(
     c_shape = tuple(sizes[lab] for lab in natural)
     pc = tuple(natural.index(lab) for lab in out)
     pc = None if pc == tuple(range(len(pc))) else pc
-    # plain GEMM (np.dot takes transposed views straight to BLAS) or batched (np.matmul)
+    # plain GEMM (np.dot takes transposed views straight to BLAS) or batched (np.matmul).
+    # Nothing summed (nk == 1: an outer, Hadamard or scaling product) is a broadcast multiply:
+    # BLAS takes shortcuts there that lose IEEE values (np.dot of an (n, 1) and a (1, 1) matrix
+    # scales by the one element and a zero scale gives zeros, not NaN for NaN or inf; complex
+    # infinities come out otherwise than NumPy's einsum multiplies them), and a GEMM with k = 1
+    # gains nothing over the multiply.
     gemm = np.dot if nb == 1 else np.matmul
+    if nk == 1:
+        gemm = _broadcast_product
     a_mat, b_mat = ((nl, nk), (nk, nr)) if nb == 1 else ((nb, nl, nk), (nb, nk, nr))
     c_mat = a_mat[:-1] + (nr,)
     split_a, split_b = (len(batch), len(left)), (len(batch), len(con))
@@ -217,10 +224,15 @@ def contract_kernel(
 
     def grouped(a, b):
         """The operands with lone labels summed and axes in GEMM order (views)."""
-        if a_only:  # keep the dtype, as einsum does (NumPy's sum would promote ints)
-            a = a.sum(axis=a_only, dtype=a.dtype)
-        if b_only:
-            b = b.sum(axis=b_only, dtype=b.dtype)
+        if a_only or b_only:
+            # summed in the contraction's dtype, as einsum does: not the operand's own (a bool
+            # operand of a float contraction is not summed as an OR, an int32 one of an int64
+            # contraction does not wrap) and not NumPy's sum's default (it widens small ints)
+            rdt = np.result_type(a.dtype, b.dtype)
+            if a_only:
+                a = a.sum(axis=a_only, dtype=rdt)
+            if b_only:
+                b = b.sum(axis=b_only, dtype=rdt)
         return (a if pa is None else a.transpose(pa)), (b if pb is None else b.transpose(pb))
 
     perm_a = copy_plan.swapped(split_a, len(a_kept))
@@ -328,6 +340,12 @@ def contract_kernel(
         return c if pc is None else c.transpose(pc)
 
     return run_into
+
+
+def _broadcast_product(a, b, out=None):
+    """``a @ b`` for matrices (or stacks) with a contracted size of 1, as an elementwise
+    product: (..., l, 1) * (..., 1, r)."""
+    return np.multiply(a, b, out=out)
 
 
 def contract_ref(xs, attrs):

@@ -24,7 +24,7 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
-from tenloom.graph.einsum import einsum_node
+from tenloom.graph.einsum import einsum_node, in_network_dtype
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
@@ -321,8 +321,9 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
     """Replace one n-ary EINSUM by its tree of pairwise EINSUM nodes."""
     terms, out = node.attrs
     sizes = einsum_sizes(node)
-    items = [(x, tuple(t)) for x, t in zip(node.inputs, terms) if t]
-    scalars = [x for x, t in zip(node.inputs, terms) if not t]
+    operands = in_network_dtype(node.inputs, node.dtype)  # partial results in the network's dtype
+    items = [(x, tuple(t)) for x, t in zip(operands, terms) if t]
+    scalars = [x for x, t in zip(operands, terms) if not t]
     if len(items) <= 1 and not scalars:
         return node
     tried: list[tuple] = []  # every tree considered: candidates again if slicing is needed

@@ -28,7 +28,7 @@ from collections import Counter
 
 import numpy as np
 from tenloom.graph.api import _const_node
-from tenloom.graph.einsum import einsum_node
+from tenloom.graph.einsum import einsum_node, in_network_dtype
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op, op_def
@@ -86,6 +86,8 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
         if node.op is not Op.EINSUM or len(node.inputs) < 2:
             return node
         terms, out = node.attrs
+        if any(x.dtype != node.dtype for x in node.inputs):
+            node = einsum_node(in_network_dtype(node.inputs, node.dtype), terms, out)
         total = Counter(lab for t in terms for lab in t)
         nodes, new_terms, changed = [], [], False
         for x, t in zip(node.inputs, terms):

@@ -3,7 +3,8 @@
 Rules (each applies to a node whose inputs are already simplified):
     elementwise(full(s1, v1), full(s2, v2), ...) -> full(broadcast(s1, s2, ...), f(v1, v2, ...))
     reshape/transpose/broadcast_to/slice(full(s, v))  -> full(s', v)
-    x * 1, x / 1, x ** 1, x - 0 (same shape and dtype as x)  -> x
+    x * 1, x / 1, x ** 1, x - 0 (same shape and dtype as x)  -> x  (complex x: not x * 1
+        and x / 1, since NumPy's complex product and quotient turn (inf+0j)*1 into inf+nanj)
     neg(neg(x)) -> x;  conj(conj(x)) -> x
     transpose(transpose(x, p), q) -> transpose(x, p[q])  (-> x when the result is the identity)
 
@@ -65,6 +66,10 @@ def _same(x: Node, node: Node) -> bool:
 
 def drop_identity_factor(node: Node) -> Node | None:
     a, b = node.inputs
+    if node.dtype.kind == "c" and node.op in (Op.MUL, Op.DIV):
+        # complex arithmetic is not exact with one: NumPy multiplies (inf+0j)*(1+0j) into
+        # inf+nanj and divides the same way (its power returns x for an exponent of 1)
+        return None
     if node.op is Op.MUL:
         if _is_full(b, 1) and _same(a, node):
             return a

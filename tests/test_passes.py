@@ -138,7 +138,10 @@ def test_prereduce_takes_diagonals_and_lone_sums_before_pairwise_work():
     pre = [n for n in g.order if n.op is Op.EINSUM and len(n.inputs) == 1]
     assert len(pre) == 1 and pre[0].shape == (4,)  # diagonal taken, j and k summed out
     np.testing.assert_allclose(tl.evaluate(t, feed={x: xv})[0], want)
-    # a constant operand is reduced once, while optimizing: a new constant, no EINSUM left
+    # a frozen (read-only) constant operand is reduced once, while optimizing: a new constant,
+    # no EINSUM left (a writeable one may change in place, so its reduction runs each time)
+    xv = xv.copy()
+    xv.flags.writeable = False
     x = tl.asarray(xv)
     t = tl.einsum("iijk,ia->a", x, y)
     g = optimized(t, passes=passes)
