@@ -25,7 +25,7 @@ from tenloom.graph.errors import (
 )
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
-from tenloom.graph.ops_leaf import Constant, next_placeholder_id
+from tenloom.graph.ops_leaf import Constant, next_placeholder_id, placeholder_number
 from tenloom.graph.tensor import Tensor
 
 _SCALARS = (bool, int, float, complex)
@@ -147,7 +147,7 @@ def placeholder(shape: Sequence[int], dtype: Any = "float64", name: str | None =
     dt = normalize_dtype(dtype, "placeholder")
     uid = next_placeholder_id()
     if name is None:
-        name = f"input{uid}"
+        name = f"input{placeholder_number(uid)}"
     return _t(make_node(Op.PLACEHOLDER, (), (str(name), uid, shape, dt.str)))
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
+import os
+import secrets
+import threading
 
 import numpy as np
 from tenloom.graph.ops import Op, OpKind, register_op
@@ -55,11 +57,61 @@ class Constant:
         return f"<array {self.value.dtype}{list(self.value.shape)}>"
 
 
-_PLACEHOLDER_IDS = itertools.count()
+# Placeholder uids: a random 64-bit session number of this process in the high bits and a
+# counter in the low ``_COUNTER_BITS``. A uid is never issued twice, and a placeholder made by
+# another process (read from its file by tl.load) cannot carry a uid issued here, so load can
+# tell the placeholders this process made from foreign ones (graph/serialize.py gives foreign
+# ones new uids). A forked child draws a new session, keeping what its parent had issued.
+_COUNTER_BITS = 40
+_ids_lock = threading.Lock()
+_issued: dict[int, int] = {}  # session -> how many uids this process has issued in it
+_session = 0
+
+
+def _new_session() -> None:
+    global _session
+    while True:
+        s = secrets.randbits(64)
+        if s and s not in _issued:
+            break
+    _issued[s] = 0
+    _session = s
+
+
+def _after_fork_in_child() -> None:
+    global _ids_lock
+    _ids_lock = threading.Lock()
+    _new_session()
+
+
+_new_session()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def next_placeholder_id() -> int:
-    return next(_PLACEHOLDER_IDS)
+    """A placeholder uid never issued before, in this process or any other."""
+    with _ids_lock:
+        if _issued[_session] >> _COUNTER_BITS:
+            _new_session()
+        k = _issued[_session]
+        _issued[_session] = k + 1
+        return (_session << _COUNTER_BITS) | k
+
+
+def placeholder_number(uid: int) -> int:
+    """The counter part of a uid (1, 2, ... in the order placeholders are made): default names
+    and anything that must not vary between runs use it, not the random session part."""
+    return uid & ((1 << _COUNTER_BITS) - 1)
+
+
+def issued_here(uid: int) -> bool:
+    """Whether this process (or, before a fork, its parent) issued ``uid``."""
+    return (
+        type(uid) is int
+        and uid >= 0
+        and placeholder_number(uid) < _issued.get(uid >> _COUNTER_BITS, 0)
+    )
 
 
 def scalar_attrs(value, dtype: np.dtype) -> tuple:

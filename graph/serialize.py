@@ -22,6 +22,7 @@ has been validated (on zero-stride stand-ins for the constants).
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -36,7 +37,7 @@ import numpy as np
 from tenloom.graph.errors import GraphFormatError
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import OPS, Op
-from tenloom.graph.ops_leaf import Constant
+from tenloom.graph.ops_leaf import Constant, issued_here, next_placeholder_id
 from tenloom.graph.serialize_checks import CHECKS, check_fused, check_inferred, check_shape
 from tenloom.graph.serialize_values import (
     NODE_DTYPES,
@@ -54,9 +55,15 @@ VERSION = 1
 KINDS = ("graph", "plan")
 
 # Caps checked before anything is allocated (shapes: serialize_checks.MAX_ELEMENTS, MAX_NDIM).
-MAX_JSON_BYTES = 1 << 30
+# Loading takes at most about 40x the JSON file's size for the parsed document and the nodes,
+# plus each constant's declared size once (docs/format.md, "Limits").
+MAX_JSON_BYTES = 256 << 20
 MAX_NODES = 5_000_000
-DEFLATE_MAX_RATIO = 1100  # deflate cannot expand more than ~1032x
+DEFLATE_MAX_RATIO = 1032  # deflate cannot expand more than 1032:1 (258-byte matches in 2 bits)
+NPY_MAX_HEADER = 10_000  # .npy header text (numpy's own max_header_size)
+ZIP_MEMBER_OVERHEAD = 8192  # zip headers of one member (names are at most 68 bytes)
+ZIP_ARCHIVE_OVERHEAD = 1 << 17  # end records and the archive comment
+READ_CHUNK = 1 << 20  # bytes decompressed or copied per read into a constant
 _KEY = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
@@ -211,7 +218,9 @@ def read_json(path: str) -> dict:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_JSON_BYTES:
                 raise BadFormat(f"file is {size} bytes; the limit is {MAX_JSON_BYTES}")
-            raw = f.read(MAX_JSON_BYTES + 1)
+            raw = f.read(size + 1)  # not a buffer of the limit's size
+            if len(raw) > size:
+                raise BadFormat("the file grew while it was read")
     except OSError as e:
         raise GraphFormatError(f"{path}: cannot read ({e})") from e
     except BadFormat as e:
@@ -373,8 +382,30 @@ def _find_cycle(entries: list[_Entry], index: dict[int, int]) -> list[int] | Non
 # ---- reading: the graph -----------------------------------------------------------------------
 
 
-def _build(entries: list[_Entry], consts: dict[str, np.ndarray], fused_check) -> dict[int, Node]:
-    """Nodes through make_node, each checked against its entry; id -> node."""
+def _placeholder_attrs(attrs: tuple, renamed: dict[tuple, tuple]) -> tuple:
+    """The attrs a loaded placeholder gets. One this process made (its uid was issued here)
+    comes back as itself, so the placeholders the caller holds feed the loaded graph. Any
+    other (a file from another process, or from a tenloom with other uids) becomes a new
+    placeholder with the saved name, shape and dtype and a fresh uid, so it can never be one
+    made before or after the load; ``renamed`` (one per load) keeps the entries of one file
+    that name the same placeholder together."""
+    if issued_here(attrs[1]):
+        return attrs
+    new = renamed.get(attrs)
+    if new is None:
+        new = renamed[attrs] = (attrs[0], next_placeholder_id(), *attrs[2:])
+    return new
+
+
+def _build(
+    entries: list[_Entry],
+    consts: dict[str, np.ndarray],
+    fused_check,
+    renamed: dict[tuple, tuple],
+) -> dict[int, Node]:
+    """Nodes through make_node, each checked against its entry; id -> node. Placeholders
+    are mapped through :func:`_placeholder_attrs` (``renamed`` is shared by the two builds of
+    one load)."""
     nodes: dict[int, Node] = {}
     for e in entries:
         try:
@@ -393,6 +424,8 @@ def _build(entries: list[_Entry], consts: dict[str, np.ndarray], fused_check) ->
                     if check is not None:
                         check(ins, e.attrs, e.op)
                     attrs = e.attrs
+                    if e.op is Op.PLACEHOLDER:
+                        attrs = _placeholder_attrs(attrs, renamed)
             except BadFormat:
                 raise
             except Exception as err:  # a check tripping over a value of an unexpected shape
@@ -438,9 +471,16 @@ def _npz_path(path: str, ref: Any) -> str:
     return real
 
 
+def _nbytes(e: _Entry) -> int:
+    return math.prod(e.shape) * e.dtype.itemsize
+
+
 def _read_constants(real: str, wanted: dict[str, _Entry]) -> dict[str, np.ndarray]:
-    """The arrays named by ``wanted`` (key -> CONST entry), each checked from its .npy header
-    (dtype, shape, size on disk) before any memory is allocated for it."""
+    """The arrays named by ``wanted`` (key -> CONST entry). Nothing is allocated beyond what
+    the JSON declares: the file's size, its zip directory and every ``.npy`` header are checked
+    against the declared shapes and dtypes first, and each array is then read in place, in
+    chunks, from a stream that stops at its declared size (a directory that lies about a
+    member's size cannot make it decompress more)."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(real, flags)
@@ -448,50 +488,119 @@ def _read_constants(real: str, wanted: dict[str, _Entry]) -> dict[str, np.ndarra
         raise BadFormat(f"cannot open the constants file ({e})") from None
     with os.fdopen(fd, "rb") as f:
         disk = os.fstat(f.fileno()).st_size
+        declared = sum(_nbytes(e) for e in wanted.values())
+        allowed = (
+            declared
+            + len(wanted) * (ZIP_MEMBER_OVERHEAD + NPY_MAX_HEADER + 16)
+            + ZIP_ARCHIVE_OVERHEAD
+        )
+        if disk > allowed:
+            raise BadFormat(
+                f"the constants file is {disk} bytes; its {len(wanted)} constants declare "
+                f"{declared} bytes of data, so with headers it can be at most {allowed}"
+            )
+        _check_directory(f, len(wanted))
         try:
             zf = zipfile.ZipFile(f)
-        except (zipfile.BadZipFile, OSError, ValueError) as e:
+        except Exception as e:  # BadZipFile, OSError, ValueError, struct errors...
             raise BadFormat(f"the constants file is not a valid npz ({e})") from None
         with zf:
-            infos = {i.filename: i for i in zf.infolist()}
+            members = zf.infolist()
+            infos = {i.filename: i for i in members}
             names = {f"{k}.npy" for k in wanted}
-            if set(infos) != names:
+            if set(infos) != names or len(members) != len(names):
                 raise BadFormat(
-                    f"the constants file holds {sorted(infos)[:8]}, expected {sorted(names)[:8]}"
+                    f"the constants file holds {sorted(infos)[:8]} ({len(members)} members), "
+                    f"expected {sorted(names)[:8]}"
                 )
             headers = {k: _check_member(zf, infos[f"{k}.npy"], e, disk) for k, e in wanted.items()}
             return {k: _read_member(zf, infos[f"{k}.npy"], wanted[k], *headers[k]) for k in wanted}
 
 
+def _check_directory(f, n: int) -> None:
+    """The zip's end record, before ``zipfile`` parses the central directory: ``n`` members
+    and a directory no bigger than ``n`` entries need (it is read whole into memory)."""
+    end_record = getattr(zipfile, "_EndRecData", None)
+    if end_record is None:  # a Python without it: the file-size bound still holds
+        return
+    try:
+        rec = end_record(f)
+    except Exception as e:
+        raise BadFormat(f"the constants file is not a valid npz ({e})") from None
+    if rec is None:
+        raise BadFormat("the constants file is not a valid npz (no end of central directory)")
+    entries, size = rec[zipfile._ECD_ENTRIES_TOTAL], rec[zipfile._ECD_SIZE]
+    if entries != n:
+        raise BadFormat(f"the constants file's directory lists {entries} members, expected {n}")
+    if size > n * 1024 + 1024:
+        raise BadFormat(
+            f"the constants file's directory is {size} bytes, more than {n} members need"
+        )
+
+
+def _read_exact(m, n: int, what: str) -> bytes:
+    """``n`` bytes of a member stream, read in bounded steps."""
+    out = b""
+    while len(out) < n:
+        got = m.read(min(n - len(out), READ_CHUNK))
+        if not got:
+            raise BadFormat(f"{what}: ends after {len(out)} of {n} bytes")
+        out += got
+    return out
+
+
 def _check_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, e: _Entry, disk: int):
-    """(header length, fortran order) of one .npy member after checking it fits its node."""
+    """(header length, fortran order) of one .npy member after checking it fits its node: the
+    directory's sizes, then the header, read from a bounded stream and at most
+    ``NPY_MAX_HEADER`` bytes long."""
     key = info.filename
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise BadFormat(f"{key}: compression method {info.compress_type} is not supported")
+    if info.flag_bits & 0x1:
+        raise BadFormat(f"{key}: the member is encrypted")
     if info.header_offset + info.compress_size > disk:
         raise BadFormat(f"{key}: the member runs past the end of the file")
-    limit = (
-        info.compress_size
-        if info.compress_type == zipfile.ZIP_STORED
-        else info.compress_size * DEFLATE_MAX_RATIO
-    )
-    if info.file_size > limit + 1024:
+    nbytes = _nbytes(e)
+    if not nbytes + 10 < info.file_size <= nbytes + 12 + NPY_MAX_HEADER:
         raise BadFormat(
-            f"{key}: declares {info.file_size} bytes in {info.compress_size} stored bytes"
+            f"{key}: the zip directory gives {info.file_size} bytes, expected {nbytes} bytes "
+            f"of {e.dtype}{e.shape} data plus a .npy header"
+        )
+    if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+        raise BadFormat(
+            f"{key}: stored, yet {info.compress_size} bytes on disk for {info.file_size}"
+        )
+    if info.file_size > info.compress_size * DEFLATE_MAX_RATIO + 1024:
+        raise BadFormat(
+            f"{key}: declares {info.file_size} bytes in {info.compress_size} deflated bytes, "
+            f"more than deflate can expand ({DEFLATE_MAX_RATIO}:1)"
         )
     try:
         with zf.open(info) as m:
-            version = np.lib.format.read_magic(m)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(m)
-            elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(m)
-            else:
+            magic = _read_exact(m, 8, key)
+            if magic[:6] != b"\x93NUMPY":
+                raise BadFormat(f"{key}: not a .npy member (bad magic {magic[:6]!r})")
+            version = (magic[6], magic[7])
+            if version not in ((1, 0), (2, 0)):
                 raise BadFormat(f"{key}: unsupported .npy version {version}")
-            header = m.tell()
+            width = 2 if version == (1, 0) else 4
+            length = _read_exact(m, width, key)
+            hlen = int.from_bytes(length, "little")
+            if hlen > NPY_MAX_HEADER:
+                raise BadFormat(
+                    f"{key}: .npy header of {hlen} bytes; the limit is {NPY_MAX_HEADER}"
+                )
+            text = io.BytesIO(length + _read_exact(m, hlen, key))
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, fortran, dtype = read_header(text)
+            header = 8 + width + hlen
     except BadFormat:
         raise
-    except Exception as err:  # a malformed header: numpy raises ValueError and friends
+    except Exception as err:  # a malformed header, a corrupt stream, a bad local header...
         raise BadFormat(f"{key}: bad .npy header ({type(err).__name__}: {err})") from None
     if dtype.hasobject:
         raise BadFormat(f"{key}: holds Python objects (pickled); only numeric arrays are accepted")
@@ -499,7 +608,6 @@ def _check_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, e: _Entry, disk: i
         raise BadFormat(f"{key}: dtype {dtype} does not match its node's {e.dtype}")
     if tuple(shape) != e.shape:
         raise BadFormat(f"{key}: shape {tuple(shape)} does not match its node's {e.shape}")
-    nbytes = math.prod(e.shape) * dtype.itemsize
     if info.file_size != header + nbytes:
         raise BadFormat(
             f"{key}: {info.file_size} bytes, expected {header + nbytes} for {dtype}{e.shape}"
@@ -508,21 +616,26 @@ def _check_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, e: _Entry, disk: i
 
 
 def _read_member(zf, info, e: _Entry, header: int, fortran: bool) -> np.ndarray:
+    """The member's data read straight into its (read-only) array, ``READ_CHUNK`` bytes at a
+    time: no second copy, and never more than the declared bytes decompressed."""
     arr = np.empty(e.shape, e.dtype, order="F" if fortran else "C")
     view = memoryview(arr.reshape(-1, order="A").view(np.uint8))
     try:
         with zf.open(info) as m:
-            m.read(header)
+            _read_exact(m, header, info.filename)
             got = 0
             while got < len(view):
-                n = m.readinto(view[got:])
+                n = m.readinto(view[got : got + READ_CHUNK])
                 if not n:
                     raise BadFormat(f"{info.filename}: data ends after {got} of {len(view)} bytes")
                 got += n
             if m.read(1):  # reading to the end also checks the CRC
                 raise BadFormat(f"{info.filename}: trailing data")
-    except (zipfile.BadZipFile, OSError, EOFError) as err:
-        raise BadFormat(f"{info.filename}: {err}") from None
+    except BadFormat:
+        raise
+    except Exception as err:  # BadZipFile (CRC), zlib.error, EOFError, OSError...
+        raise BadFormat(f"{info.filename}: {type(err).__name__}: {err}") from None
+    arr.flags.writeable = False  # owned by the loaded graph alone: frozen (ops_leaf.is_frozen)
     return arr
 
 
@@ -547,10 +660,11 @@ def load_document(path: str | os.PathLike, fused_check: Callable | None = None) 
         real = _npz_path(path, doc["constants"]) if doc["constants"] is not None else None
         # Validate the whole graph on zero-stride stand-ins before reading any array.
         stand_ins = {k: np.broadcast_to(np.zeros((), e.dtype), e.shape) for k, e in consts.items()}
-        nodes = _build(entries, stand_ins, fused_check)
+        renamed: dict[tuple, tuple] = {}
+        nodes = _build(entries, stand_ins, fused_check, renamed)
         if real is not None:
             arrays = _read_constants(real, consts)
-            nodes = _build(entries, arrays, fused_check)
+            nodes = _build(entries, arrays, fused_check, renamed)
         if doc["kind"] == "plan":
             phs = {id(n) for n in toposort([nodes[i] for i in outputs]) if n.op is Op.PLACEHOLDER}
             missing = phs - {id(nodes[i]) for i in inputs}
