@@ -224,3 +224,44 @@ def test_all_dtype_pairs_of_bool_and_ints_with_lone_labels():
         want = np.einsum("ab,c->c", a, b)
         got = tl.einsum("ab,c->c", a, b).evaluate()
         _same(got, want)
+
+
+# ---- the same on the device backends (OpenCL on PoCL in CI; CUDA on a GPU) --------------------
+
+
+def _device_params() -> list:
+    import os
+
+    kinds = set()
+    try:
+        kinds = {d.kind for d in tl.devices()}
+    except Exception:  # pragma: no cover
+        pass
+    out = []
+    if "opencl" in kinds or os.environ.get("CI") == "true":
+        out.append(pytest.param("opencl:0", marks=pytest.mark.opencl))
+    if "cuda" in kinds:
+        out.append(pytest.param("cuda:0", marks=pytest.mark.cuda))
+    return out
+
+
+DEVICE_VARIANTS = ["full", "no-passes", "without-prereduce", "without-contraction_order"]
+
+
+@pytest.mark.parametrize("variant", DEVICE_VARIANTS)
+@pytest.mark.parametrize("device", _device_params())
+def test_network_dtypes_and_special_values_on_devices(device, variant):
+    passes = PIPELINE_VARIANTS[variant]
+    cases = [
+        ("ab,c->c", np.ones((3, 2), bool), np.ones(2, np.float32)),
+        ("a,b->b", np.full(2, 2**30, np.int32), np.ones(2, np.int64)),
+        ("ab,b->a", np.ones((3, 3), bool), np.arange(1.0, 4.0, dtype=np.float32)),
+        ("ab,->ab", np.array([[np.nan, np.inf], [1.0, -np.inf]], np.float32), np.float32(0.0)),
+        ("i,j->ij", np.array([np.inf, 1.0], np.float32), np.array([0.0, -0.0, 2.0], np.float32)),
+    ]
+    for eq, a, b in cases:
+        with np.errstate(all="ignore"):
+            want = np.einsum(eq, a, b)
+        got = tl.einsum(eq, a, b).evaluate(device=device, passes=passes)
+        assert got.dtype == want.dtype, (eq, got.dtype, want.dtype)
+        np.testing.assert_array_equal(got, want, err_msg=f"{eq} on {device} ({variant})")

@@ -33,10 +33,12 @@ def _prepare_operand(be: Backend, x: Node, labels, drop, dtype, *layouts):
     st = src.c_strides(x.shape)
     shape = tuple(s for i, s in enumerate(x.shape) if i not in drop)
     if drop:
+        # summed in the result dtype, as NumPy's einsum does (a bool operand of a float
+        # contraction is counted, not ORed; int32 sums in an int64 contraction do not wrap)
         out_dims = [(x.shape[i], st[i]) for i in range(x.ndim) if i not in drop]
         red_dims = [(x.shape[i], st[i]) for i in drop]
-        steps.append(be.reduce_kernel(x.dtype, x.dtype, "add", out_dims, red_dims, shape))
-    if x.dtype != dtype:
+        steps.append(be.reduce_kernel(x.dtype, dtype, "add", out_dims, red_dims, shape))
+    elif x.dtype != dtype:
         steps.append(be.cast_kernel(shape, x.dtype, dtype))
     layouts = tuple(tuple(layout) for layout in layouts)
     if kept in layouts:
