@@ -26,6 +26,7 @@ from tenloom.graph.errors import (
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops_leaf import Constant, next_placeholder_id, placeholder_number
+from tenloom.graph.ops_movement import normalize_slice, slice_len
 from tenloom.graph.tensor import Tensor
 
 _SCALARS = (bool, int, float, complex)
@@ -624,9 +625,9 @@ def getitem(x, key) -> Tensor:
             continue
         size = n.shape[ax]
         if isinstance(k, slice):
-            start, stop, step = k.indices(size)
-            spec.append((start, stop, step))
-            out_shape.append(len(range(start, stop, step)))
+            s = normalize_slice(k, size)
+            spec.append(s)
+            out_shape.append(slice_len(*s))
         else:
             i = operator.index(k)
             if not -size <= i < size:

@@ -48,8 +48,31 @@ def slice_len(start: int, stop: int, step: int) -> int:
     return len(range(start, stop, step))
 
 
+EMPTY_SLICE = (0, 0, 1)
+
+
+def normalize_slice(k: slice, n: int) -> tuple[int, int, int]:
+    """The canonical ``(start, stop, step)`` of ``k`` on an axis of size ``n``: the indices it
+    selects are exactly ``range(start, stop, step)``, as NumPy's ``x[k]``. An empty selection is
+    always ``EMPTY_SLICE`` and a single index ``(i, i + 1, 1)``; otherwise ``start`` is the first
+    index and ``stop`` lies one step short of the last (``-1`` when a negative step runs down
+    to index 0), so that slices selecting the same indices hash-cons to one node."""
+    start, stop, step = k.indices(n)
+    length = len(range(start, stop, step))
+    if length == 0:
+        return EMPTY_SLICE
+    if length == 1:
+        return (start, start + 1, 1)
+    last = start + (length - 1) * step
+    return (start, last + (1 if step > 0 else -1), step)
+
+
 def as_slice(start: int, stop: int, step: int) -> slice:
-    """Inverse of ``slice.indices``: a negative stop means 'run past index 0'."""
+    """A Python slice selecting exactly ``range(start, stop, step)`` (any output of
+    ``slice.indices``): a negative stop means 'run past index 0', and an empty range stays empty
+    (``slice(-1, None, -1)`` would select the whole axis)."""
+    if not len(range(start, stop, step)):
+        return slice(0, 0, 1)
     return slice(start, None if stop < 0 else stop, step)
 
 
@@ -57,6 +80,12 @@ def _slice_infer(inputs, attrs):
     (x,), (spec,) = inputs, attrs
     if len(spec) != x.ndim:
         raise ShapeError(f"slice: {len(spec)} slices for operand 0 of shape {fmt_shape(x.shape)}")
+    for ax, ((start, stop, step), n) in enumerate(zip(spec, x.shape)):
+        if step == 0 or (slice_len(start, stop, step) and not (0 <= start < n and -1 <= stop <= n)):
+            raise ShapeError(
+                f"slice: ({start}, {stop}, {step}) is not a normalized slice of axis {ax} "
+                f"of operand 0 of shape {fmt_shape(x.shape)}"
+            )
     return tuple(slice_len(*s) for s in spec), x.dtype
 
 

@@ -408,6 +408,15 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
     return res
 
 
+def empty_network(node: Node) -> Node:
+    """A network with a zero-size label, as the FULL node it equals: each output entry sums
+    over an empty set of index values, so it is exactly zero whatever the operands hold (NaN and
+    inf included: NumPy's einsum gives zeros too), or the output itself is empty. Nothing to
+    order (cotengra's searches fail on such networks)."""
+    zero = np.zeros((), node.dtype).tobytes()
+    return make_node(Op.FULL, (), (tuple(node.shape), node.dtype.str, zero))
+
+
 @register_pass("contraction_order")
 def contraction_order(graph: Graph, ctx: PassContext) -> Graph:
     """Order every n-ary EINSUM (n >= 3) into pairwise contractions with cotengra; with
@@ -419,6 +428,9 @@ def contraction_order(graph: Graph, ctx: PassContext) -> Graph:
 
     def fn(node: Node) -> Node:
         if node.op is Op.EINSUM and len(node.inputs) >= least:
+            if 0 in einsum_sizes(node).values():
+                stats["empty_networks"] = stats.get("empty_networks", 0) + 1
+                return empty_network(node)
             hint = nesting.get(id(node))
             return build_tree(node, ctx.options, stats, hint[1] if hint else None)
         return node

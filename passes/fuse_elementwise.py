@@ -59,9 +59,10 @@ TEMPLATES: dict[Op, str] = {
     Op.OR: "({0} | {1})",
     Op.INVERT: "(~{0})",
     Op.WHERE: "where({0}, {1}, {2})",
-    # NumPy's maximum/minimum propagate NaN from either side
-    Op.MAXIMUM: "where(({0} >= {1}) | ({0} != {0}), {0}, {1})",
-    Op.MINIMUM: "where(({0} <= {1}) | ({0} != {0}), {0}, {1})",
+    # NumPy's maximum/minimum propagate NaN from either side and, between equal operands
+    # (0.0 and -0.0), give the second one (its float32/float64 loops)
+    Op.MAXIMUM: "where(({0} > {1}) | ({0} != {0}), {0}, {1})",
+    Op.MINIMUM: "where(({0} < {1}) | ({0} != {0}), {0}, {1})",
 }
 ARITH = frozenset(np.dtype(n) for n in ("int32", "int64", "float32", "float64", "complex128"))
 BOOL = np.dtype(bool)

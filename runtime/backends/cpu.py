@@ -1,7 +1,8 @@
 """The CPU backend: NumPy for each op's registered reference; big fused regions chunk by chunk
 through NumPy's ufuncs (cpu_fused.py), small ones of several ops and those that cannot be
 chunked through one compiled numexpr call (whose transcendental functions may round a few ulps
-differently from NumPy's), the smallest through NumPy's ufuncs one by one.
+differently from NumPy's; complex regions only when numexpr computes them as NumPy does, see
+NUMEXPR_COMPLEX_EXACT), the smallest through NumPy's ufuncs one by one.
 
 Supported dtypes: all of tenloom's (bool, int32, int64, float16, float32, float64, complex64,
 complex128).
@@ -26,6 +27,21 @@ SMALL = 2048  # elements; smaller fused regions run step by step in NumPy or thr
 NUMEXPR_TYPES = {"|b1": bool, "<i4": np.int32, "<i8": np.int64, "<f4": float, "<f8": np.float64}
 NUMEXPR_TYPES["<c16"] = complex
 NUMEXPR_MIN_OPS = 6  # ops in a small region from which one numexpr call beats the ufunc calls
+# What numexpr runs, and why its results are NumPy's. Real dtypes: every op of the fusion
+# pass's templates (passes/fuse_elementwise.TEMPLATES). Integer arithmetic wraps as NumPy's;
+# float + - * / and comparisons are single IEEE operations, bit for bit NumPy's; maximum/minimum
+# are spelt out with NumPy's NaN and signed-zero rules; exp, log, sin, cos, tanh, sqrt and **
+# come from the C library, within an ulp or two of NumPy's loops (x ** -1 and x ** 0.5 may
+# become 1/x and sqrt(x), correctly rounded) with the same overflow, underflow and special
+# values. Complex dtypes: only the ops below, which act on real and imaginary parts separately
+# (or compare them). numexpr's complex * / exp log sqrt sin cos tanh ** use textbook formulas:
+# division through (a*conj(b)) / (c*c + d*d) and sqrt through |z| overflow for finite inputs
+# ((1e300+1e300j) / (3e10+4e10j) gave nan+nanj, sqrt(1.8e308+0j) inf), non-finite inputs give
+# NaN where NumPy's C99 functions give inf or an exact 0, and NumPy's complex * fuses its
+# multiply-adds where the CPU has FMA; complex regions holding them run through NumPy's ufuncs.
+NUMEXPR_COMPLEX_EXACT = frozenset(
+    {Op.ADD, Op.SUB, Op.NEG, Op.CONJ, Op.EQ, Op.NE, Op.WHERE, Op.AND, Op.OR, Op.INVERT}
+)
 
 
 def may_time() -> bool:
@@ -234,6 +250,10 @@ class Backend:
         kinds = [NUMEXPR_TYPES.get(x.dtype.str) for x in node.inputs]
         if None in kinds:  # a dtype numexpr lacks (float16, complex64): NumPy's ufuncs instead
             return None
+        if any(x.dtype.kind == "c" for x in node.inputs) and not all(
+            op in NUMEXPR_COMPLEX_EXACT for op, _, _ in program
+        ):
+            return None  # complex arithmetic numexpr does its own way: NumPy's ufuncs instead
         # numexpr's optimizer rewrites x**2 as x*x and then hashes the expression tree without
         # memo: nested squares double the work each time (a 48-op W9 region with six takes
         # 25 ms to compile, 3 ms without). On small arrays the rewrite gains nothing (0.4 us a

@@ -37,9 +37,26 @@ C_TEMPLATES: dict[Op, str] = {
     Op.OR: "({0} || {1})",
     Op.INVERT: "(!{0})",
     Op.WHERE: "({0} ? {1} : {2})",
-    Op.MAXIMUM: "((({0}) >= ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))",
-    Op.MINIMUM: "((({0}) <= ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))",
+    Op.DIV: "tl_div({0}, {1})",
+    Op.MAXIMUM: "((({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))",
+    Op.MINIMUM: "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))",
 }
+# Complex division by Smith's algorithm, as NumPy's: CuPy's operator/ scales by |c| + |d|,
+# whose reciprocal overflows for a subnormal divisor (1e-300 / 1e-310 gave nan, not 1e10)
+FUSED_PREAMBLE = """
+template <typename T> __device__ T tl_div(T a, T b) { return a / b; }
+template <typename T> __device__ complex<T> tl_div(complex<T> a, complex<T> b) {
+  T ar = a.real(), ai = a.imag(), br = b.real(), bi = b.imag();
+  T abs_br = fabs(br), abs_bi = fabs(bi);
+  if (abs_br >= abs_bi) {
+    if (abs_br == 0 && abs_bi == 0) return complex<T>(ar / abs_br, ai / abs_bi);
+    T rat = bi / br, scl = T(1) / (br + bi * rat);
+    return complex<T>((ar + ai * rat) * scl, (ai - ar * rat) * scl);
+  }
+  T rat = br / bi, scl = T(1) / (bi + br * rat);
+  return complex<T>((ar * rat + ai) * scl, (ai * rat - ar) * scl);
+}
+"""
 _C_TYPES = {
     "bool": "bool",
     "int32": "int",
@@ -165,6 +182,11 @@ class Backend:
             return _on(device, lambda *xs: ctg.array_contract(xs, terms, out, optimize="greedy"))
         if op is Op.FUSED:
             return _on(device, self._fused(node))
+        if op is Op.DIV and node.dtype.kind == "c":  # not CuPy's divide: see FUSED_PREAMBLE
+            dt = node.dtype
+            program = ((Op.DIV, (), (("in", 0), ("in", 1))),)
+            div = self._fused(node, (program, node.shape, dt.str), [dt, dt])
+            return _on(device, lambda a, b: div(a.astype(dt, copy=False), b.astype(dt, copy=False)))
         if op is Op.SLICED:
             from tenloom.runtime.sliced import sliced_kernel
 
@@ -172,14 +194,16 @@ class Backend:
         ref, attrs = OPS[op].ref, node.attrs
         return _on(device, lambda *xs: ref(xs, attrs))
 
-    def _fused(self, node: Node):
-        program, shape, dt = node.attrs
-        in_dtypes = [i.dtype for i in node.inputs]
+    def _fused(self, node: Node, attrs=None, in_dtypes=None):
+        program, shape, dt = node.attrs if attrs is None else attrs
+        in_dtypes = [i.dtype for i in node.inputs] if in_dtypes is None else in_dtypes
         key = (program, tuple(d.str for d in in_dtypes), dt)
         kern = self._kernels.get(key)
         if kern is None:
             params_in, params_out, body = fused_source(program, in_dtypes, np.dtype(dt))
-            kern = cp.ElementwiseKernel(params_in, params_out, body, "tenloom_fused")
+            kern = cp.ElementwiseKernel(
+                params_in, params_out, body, "tenloom_fused", preamble=FUSED_PREAMBLE
+            )
             self._kernels[key] = kern
         out_dt = np.dtype(dt)
 

@@ -117,8 +117,8 @@ inline $T ${P}_pow($T a, $T b) {
 """)
 
 _REAL_HELPERS = Template("""
-inline $T ${P}_max($T a, $T b) { return (a >= b || isnan(a)) ? a : b; }
-inline $T ${P}_min($T a, $T b) { return (a <= b || isnan(a)) ? a : b; }
+inline $T ${P}_max($T a, $T b) { return (a > b || isnan(a)) ? a : b; }
+inline $T ${P}_min($T a, $T b) { return (a < b || isnan(a)) ? a : b; }
 inline $T ${P}_sign($T a) { return isnan(a) ? a : (a > 0 ? ($T)1 : (a < 0 ? ($T)-1 : ($T)0)); }
 inline $T ${P}_divmod($T a, $T b, $T *modulus) {
   $T mod = fmod(a, b);
@@ -166,27 +166,76 @@ inline $T2 ${P}_div($T2 a, $T2 b) {
   return ($T2)((a.x * rat + a.y) * scl, (a.y * rat - a.x) * scl);
 }
 inline $T ${P}_abs($T2 a) { return hypot(a.x, a.y); }
+/* c * exp(x) with no overflow in between: finite whenever the product is */
+inline $T ${P}_mulexp($T c, $T x) {
+  if (x <= ($T)$EXPLIM) return c * exp(x);
+  return ldexp(c * exp(x - ($T)64 * ($T)0.69314718055994530942), 64);
+}
 inline $T2 ${P}_exp($T2 a) {
-  $T e = exp(a.x);
-  if (a.y == 0) return ($T2)(e, a.y);
-  return ($T2)(e * cos(a.y), e * sin(a.y));
+  if (a.y == 0) return ($T2)(exp(a.x), a.y);
+  if (isinf(a.x) && !isfinite(a.y))  /* C99 Annex G, as NumPy */
+    return a.x < 0 ? ($T2)(($T)0, ($T)0) : ($T2)(a.x, a.y - a.y);
+  return ($T2)(${P}_mulexp(cos(a.y), a.x), ${P}_mulexp(sin(a.y), a.x));
 }
-inline $T2 ${P}_log($T2 a) { return ($T2)(log(hypot(a.x, a.y)), atan2(a.y, a.x)); }
+/* log|a| as log(hypot) of a scaled copy: hypot itself overflows past the largest float and
+   loses digits among subnormals */
+inline $T2 ${P}_log($T2 a) {
+  $T m = fmax(fabs(a.x), fabs(a.y)), n = fmin(fabs(a.x), fabs(a.y)), re;
+  if (m > ($T)0.5 && m < ($T)1.5 && n < ($T)0.5)  /* |a| near 1: log1p keeps the digits */
+    re = ($T)0.5 * log1p((m - 1) * (m + 1) + n * n);
+  else if (m > ($T)$BIG)
+    re = log(hypot(a.x * ($T)0.25, a.y * ($T)0.25)) + 2 * ($T)0.69314718055994530942;
+  else if (m < ($T)$TINY)
+    re = log(hypot(ldexp(a.x, $KTINY), ldexp(a.y, $KTINY)))
+         - ($T)$KTINY * ($T)0.69314718055994530942;
+  else
+    re = log(hypot(a.x, a.y));
+  return ($T2)(re, atan2(a.y, a.x));
+}
+/* Algorithm 312 (CACM 10, 1967) as in FreeBSD's csqrt: scaled down near overflow */
 inline $T2 ${P}_sqrt($T2 a) {
-  if (a.x == 0 && a.y == 0) return ($T2)(($T)0, a.y);
-  $T t = sqrt((fabs(a.x) + hypot(a.x, a.y)) * ($T)0.5);
-  if (a.x >= 0) return ($T2)(t, a.y / (2 * t));
-  return ($T2)(fabs(a.y) / (2 * t), copysign(t, a.y));
+  $T x = a.x, y = a.y;
+  if (x == 0 && y == 0) return ($T2)(($T)0, y);
+  if (isinf(y)) return ($T2)(INFINITY, y);
+  if (isnan(x)) return ($T2)(x, (y - y) / (y - y));
+  if (isinf(x)) {
+    if (signbit(x)) return ($T2)(fabs(y - y), copysign(x, y));
+    return ($T2)(x, copysign(y - y, y));
+  }
+  int scale = fabs(x) >= ($T)$BIG || fabs(y) >= ($T)$BIG;
+  if (scale) { x *= ($T)0.25; y *= ($T)0.25; }
+  $T t = sqrt((fabs(x) + hypot(x, y)) * ($T)0.5);
+  $T2 r = x >= 0 ? ($T2)(t, y / (2 * t)) : ($T2)(fabs(y) / (2 * t), copysign(t, y));
+  return scale ? r * ($T)2 : r;
 }
-inline $T2 ${P}_sin($T2 a) { return ($T2)(sin(a.x) * cosh(a.y), cos(a.x) * sinh(a.y)); }
-inline $T2 ${P}_cos($T2 a) { return ($T2)(cos(a.x) * cosh(a.y), -sin(a.x) * sinh(a.y)); }
+/* sin(x + iy) = sin x cosh y + i cos x sinh y; for |y| > 20, cosh y = |sinh y| = exp|y|/2 to
+   working precision, multiplied in without overflowing first */
+inline $T2 ${P}_sin($T2 a) {
+  if (fabs(a.y) <= ($T)20) return ($T2)(sin(a.x) * cosh(a.y), cos(a.x) * sinh(a.y));
+  $T h = fabs(a.y);
+  return ($T2)(${P}_mulexp(sin(a.x) * ($T)0.5, h),
+               copysign(${P}_mulexp(cos(a.x) * ($T)0.5, h), cos(a.x) * a.y));
+}
+inline $T2 ${P}_cos($T2 a) {
+  if (fabs(a.y) <= ($T)20) return ($T2)(cos(a.x) * cosh(a.y), -sin(a.x) * sinh(a.y));
+  $T h = fabs(a.y);
+  return ($T2)(${P}_mulexp(cos(a.x) * ($T)0.5, h),
+               copysign(${P}_mulexp(sin(a.x) * ($T)0.5, h), -sin(a.x) * a.y));
+}
+/* Kahan's formula, as FreeBSD's ctanh: tan y and sinh x stay finite where sinh 2x and
+   sin 2y / (cosh 2x + cos 2y) would not */
 inline $T2 ${P}_tanh($T2 a) {
+  if (isnan(a.x)) return ($T2)(a.x + a.y, a.y == 0 ? a.y : a.x + a.y);
+  if (isinf(a.x))
+    return ($T2)(copysign(($T)1, a.x), copysign(($T)0, isinf(a.y) ? a.y : sin(a.y) * cos(a.y)));
+  if (!isfinite(a.y)) return ($T2)(a.y - a.y, a.y - a.y);
   if (fabs(a.x) > ($T)20) {
     $T e = exp(-2 * fabs(a.x));
     return ($T2)(copysign(($T)1, a.x), 4 * sin(a.y) * cos(a.y) * e);
   }
-  $T d = cosh(2 * a.x) + cos(2 * a.y);
-  return ($T2)(sinh(2 * a.x) / d, sin(2 * a.y) / d);
+  $T t = tan(a.y), beta = 1 + t * t, s = sinh(a.x), rho = sqrt(1 + s * s);
+  $T den = 1 + beta * s * s;
+  return ($T2)(beta * rho * s / den, t / den);
 }
 inline $T2 ${P}_pow($T2 a, $T2 b) {
   if (b.x == 0 && b.y == 0) return ($T2)(($T)1, ($T)0);
@@ -240,8 +289,15 @@ _LIBRARY = {
     "i64_": _INT_HELPERS.substitute(T="long", U="ulong", P="i64"),
     "f32_": _REAL_HELPERS.substitute(T="float", P="f32"),
     "f64_": _REAL_HELPERS.substitute(T="double", P="f64"),
-    "c64_": _COMPLEX_HELPERS.substitute(T="float", T2="float2", P="c64"),
-    "c128_": _COMPLEX_HELPERS.substitute(T="double", T2="double2", P="c128"),
+    # BIG: past it x + hypot(x, y) may overflow; EXPLIM: exp's last safe argument (less a
+    # margin); below TINY, hypot is exact only after scaling by 2**KTINY
+    "c64_": _COMPLEX_HELPERS.substitute(
+        T="float", T2="float2", P="c64", BIG="1.4e38", EXPLIM="88.0", TINY="1e-18", KTINY=80
+    ),
+    "c128_": _COMPLEX_HELPERS.substitute(
+        T="double", T2="double2", P="c128", BIG="7.4e307", EXPLIM="709.0", TINY="1e-150",
+        KTINY=600,
+    ),
     "tl_rh(": _HALF_ROUND,
 }
 
@@ -364,6 +420,8 @@ def emit(op: Op, attrs: tuple, args: list[tuple[str, np.dtype]], out: np.dtype) 
         if k == "b":
             return f"(({a}) {'|' if op is Op.MAXIMUM else '&'} ({b}))"
         fn = op.value[:3]
+        if cdt.name == "float16":  # NumPy's half loop gives the first of equal operands
+            return f"{p}_{fn}({b}, {a})"
         return f"{fn}({a}, {b})" if k == "i" else f"{p}_{fn}({a}, {b})"
     if op in _BITWISE:
         if k not in "bi":
