@@ -9,6 +9,7 @@ from tenloom.graph import (  # noqa: F401  (register ops)
     ops_leaf,
     ops_movement,
     ops_reduce,
+    ops_scatter,
     ops_sliced,
 )
 from tenloom.graph.graph import Graph

@@ -7,7 +7,8 @@ Conventions: the cotangent of a complex value follows PyTorch (for a real loss L
 is dL/dRe + i dL/dIm), which makes every VJP rule compute J^H c; JVP rules compute J t, so that
 Re<J t, c> = Re<t, J^H c>. Inputs that do not influence the outputs get a symbolic zero (a
 ``full`` node) and nodes that do not depend on the inputs get no tangent at all; integer and
-boolean values carry no derivative.
+boolean intermediate values carry no derivative, and differentiating with respect to an integer
+or boolean input is a DTypeError (``check_differentiable``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,32 @@ from tenloom.graph.traverse import toposort
 
 def differentiable(dt: np.dtype) -> bool:
     return dt.kind in "fc"
+
+
+def describe_input(x: Node) -> str:
+    """How an error names an input: a placeholder by its name, anything else by its op and
+    the line that made it."""
+    from tenloom.graph.ops import Op
+
+    if x.op is Op.PLACEHOLDER:
+        return f"placeholder {x.attrs[0]!r}"
+    if x.op is Op.CONST:
+        return f"a constant made at {x.where}"
+    return f"a {x.op.value} node made at {x.where}"
+
+
+def check_differentiable(fn: str, inputs: Sequence[Node]) -> None:
+    """DTypeError naming the first of ``inputs`` (the tensors differentiated with respect to)
+    that is neither floating point nor complex: its derivative does not exist, and a zero
+    gradient would be a silent wrong answer."""
+    for k, x in enumerate(inputs):
+        if not differentiable(x.dtype):
+            raise DTypeError(
+                f"{fn}: cannot differentiate with respect to input {k} ({describe_input(x)}, "
+                f"dtype {x.dtype}, shape {fmt_shape(x.shape)}): only floating point and "
+                "complex tensors have derivatives; build the function from a floating point "
+                "version of it (x.astype('float64')) and differentiate with respect to that"
+            )
 
 
 def fit_cotangent(ct, x: Node):

@@ -5,7 +5,7 @@ the node's output, ``xs`` its inputs and ``g`` the output cotangent, all lazy Te
 compute J^H g (PyTorch's convention for complex values). Subgradients: ``abs`` and ``sign`` use
 sign(0) = 0; ``maximum``/``minimum`` send the whole cotangent to the first operand on ties;
 reductions ``max``/``min`` share it evenly among tied elements; ``where`` sends nothing to its
-condition; ``prod`` divides by the input (undefined where an input is 0).
+condition; ``prod`` gives the product of the other elements, exact at zeros.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from tenloom.graph import (  # noqa: F401  (the ops must be defined before rules
     ops_leaf,
     ops_movement,
     ops_reduce,
+    ops_scatter,
 )
+from tenloom.graph.node import make_node
 from tenloom.graph.ops import Op, register_vjp
-from tenloom.graph.ops_movement import as_slice
 from tenloom.graph.tensor import Tensor
 
 
@@ -130,9 +131,25 @@ def _sum(node, y, xs, g):
     return (T.broadcast_to(expand_reduced(g, node), xs[0].shape),)
 
 
+def prod_others(node, x: Tensor, y: Tensor) -> Tensor:
+    """d prod / d x: for each element the product of the others in its reduced group (the
+    input's shape), exact at zeros as JAX and PyTorch: y / x where the group has no zero; with
+    one zero, the product of the non-zeros at the zero and 0 elsewhere; 0 with two or more.
+    Every branch is finite where it is chosen, and it divides by no zero, so the graph can be
+    differentiated again."""
+    axes = node.attrs[0]
+    zero = x == 0
+    nz = T.where(zero, 1, x)
+    count = T.sum(T.astype(zero, "int64"), axes, keepdims=True)
+    rest = T.prod(nz, axes, keepdims=True)  # the product of the non-zeros of each group
+    no_zero = T.broadcast_to(expand_reduced(y, node), x.shape) / nz
+    one_zero = T.where(zero & (count == 1), rest, 0)
+    return T.where(count == 0, no_zero, one_zero)
+
+
 def _prod(node, y, xs, g):
-    gy = expand_reduced(g * cj(y), node)
-    return (T.broadcast_to(gy, xs[0].shape) / cj(xs[0]),)
+    (x,) = xs
+    return (expand_reduced(g, node) * cj(prod_others(node, x, y)),)
 
 
 def _extreme(node, y, xs, g):
@@ -159,29 +176,19 @@ def _broadcast(node, y, xs, g):
     return (unbroadcast(g, xs[0].shape),)
 
 
-def _selection(n: int, idx: list[int], dtype) -> Tensor:
-    """S[n, m] with S[idx[j], j] = 1: scatters m entries back to their n positions."""
-    s = np.zeros((n, len(idx)), dtype=dtype)
-    s[idx, np.arange(len(idx))] = 1
-    return T.asarray(s)
-
-
 def _slice(node, y, xs, g):
+    """Scatter the cotangent back into zeros of the input's shape (memory of the input's
+    size, whatever the steps)."""
     (x,) = xs
     spec = node.attrs[0]
-    ct = g
-    nd = x.ndim
-    for ax, (start, stop, step) in enumerate(spec):
-        n = x.shape[ax]
-        idx = list(range(n))[as_slice(start, stop, step)]
-        if idx == list(range(n)):
-            continue
-        sel = _selection(n, idx, g.dtype)
-        labels = list(range(nd))
-        out = list(labels)
-        out[ax] = nd
-        ct = T.einsum(ct, out, sel, [ax, nd], labels)
-    return (ct,)
+    if all(s == (0, n, 1) for s, n in zip(spec, x.shape)):  # every axis whole, in order
+        return (g,)
+    return (Tensor(make_node(Op.SLICE_SCATTER, (g.node,), (spec, x.shape))),)
+
+
+def _slice_scatter(node, y, xs, g):
+    spec = node.attrs[0]
+    return (Tensor(make_node(Op.SLICE, (g.node,), (spec,))),)
 
 
 def _concat(node, y, xs, g):
@@ -281,6 +288,7 @@ register_vjp(Op.TRANSPOSE, _transpose)
 register_vjp(Op.LAYOUT, lambda node, y, xs, g: (g,))  # values unchanged: so is the cotangent
 register_vjp(Op.BROADCAST, _broadcast)
 register_vjp(Op.SLICE, _slice)
+register_vjp(Op.SLICE_SCATTER, _slice_scatter)
 register_vjp(Op.CONCAT, _concat)
 register_vjp(Op.DIAGONAL, _diagonal)
 register_vjp(Op.TRACE, _trace)

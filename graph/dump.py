@@ -111,6 +111,9 @@ def _attrs_text(node: Any) -> str:
         return f"[{list(at[0])}]"
     if op is Op.SLICE:
         return "[" + ", ".join(f"{a}:{b if b >= 0 else ''}:{c}" for a, b, c in at[0]) + "]"
+    if op is Op.SLICE_SCATTER:
+        index = ", ".join(f"{a}:{b if b >= 0 else ''}:{c}" for a, b, c in at[0])
+        return f"[into {at[1]} at {index}]"
     if op is Op.CONCAT:
         return f"[axis={at[0]}]"
     if op in (Op.DIAGONAL, Op.TRACE):

@@ -12,7 +12,8 @@ convention): ``conj`` -> conj(t), ``real``/``imag`` -> real(t)/imag(t), complex 
 Re(conj(x) t) / |x|. Subgradients match the VJP rules: ``abs`` and ``sign`` use sign(0) = 0 (so
 ``sign``, ``floordiv`` and comparisons have zero tangent); ``maximum``/``minimum`` follow the
 first operand on ties; reductions ``max``/``min`` average the tangent over tied elements;
-``where`` ignores its condition; ``prod`` divides by the input (undefined where it is 0).
+``where`` ignores its condition; ``prod`` takes the product of the other elements (exact at
+zeros).
 
 Multilinear ops (einsum, matmul, tensordot, CONTRACT) get one term per operand that has a
 tangent: the same op with that operand replaced by its tangent. For a pairwise contraction tree
@@ -33,10 +34,11 @@ from tenloom.graph import (  # noqa: F401  (the ops must be defined before rules
     ops_leaf,
     ops_movement,
     ops_reduce,
+    ops_scatter,
     ops_sliced,
 )
 from tenloom.graph.autodiff import tangent_of
-from tenloom.graph.autodiff_rules import expand_reduced
+from tenloom.graph.autodiff_rules import expand_reduced, prod_others
 from tenloom.graph.errors import DTypeError
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op, register_jvp
@@ -162,7 +164,7 @@ def _where(node, y, xs, ts):
 
 def _prod(node, y, xs, ts):
     axes, keepdims = node.attrs
-    return T.sum(ts[0] / xs[0], axes, keepdims=keepdims) * y
+    return T.sum(ts[0] * prod_others(node, xs[0], y), axes, keepdims=keepdims)
 
 
 def _extreme(node, y, xs, ts):
@@ -245,6 +247,7 @@ for _op in (
     Op.LAYOUT,
     Op.BROADCAST,
     Op.SLICE,
+    Op.SLICE_SCATTER,
     Op.DIAGONAL,
     Op.TRACE,
 ):

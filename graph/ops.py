@@ -80,6 +80,7 @@ class Op(enum.Enum):
     TRANSPOSE = "transpose"
     BROADCAST = "broadcast_to"
     SLICE = "slice"
+    SLICE_SCATTER = "slice_scatter"  # zeros with the operand written at a basic index
     CONCAT = "concatenate"
     DIAGONAL = "diagonal"
     # contractions

@@ -130,6 +130,20 @@ def _check_slice(ins, at, op):
             )
 
 
+def _check_slice_scatter(ins, at, op):
+    _arity(at, 2, op)
+    spec, shape = at
+    check_shape(shape, "slice_scatter shape")
+    if type(spec) is not tuple or len(spec) != len(shape):
+        raise BadFormat(f"slice_scatter needs one (start, stop, step) per axis of {shape}")
+    for s, n in zip(spec, shape):
+        _ints(s, "slice")
+        if len(s) != 3 or s[2] == 0 or as_slice(*s).indices(n) != s:
+            raise BadFormat(
+                f"slice {s} is not a normalized (start, stop, step) for an axis of size {n}"
+            )
+
+
 def _check_concat(ins, at, op):
     _arity(at, 1, op)
     if not ins or not 0 <= _int(at[0], "axis") < ins[0].ndim:
@@ -233,6 +247,7 @@ CHECKS: dict[Op, Callable] = {
     Op.TRANSPOSE: _check_transpose,
     Op.LAYOUT: _check_transpose,
     Op.SLICE: _check_slice,
+    Op.SLICE_SCATTER: _check_slice_scatter,
     Op.CONCAT: _check_concat,
     Op.DIAGONAL: _check_diagonal,
     Op.TRACE: _check_diagonal,

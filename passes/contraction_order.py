@@ -90,6 +90,11 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
     optimize = options.get("optimize", "auto")
     if optimize is False or n <= 2:
         return tuple(_left_to_right(n))
+    if all(len(t) == len(out) and set(t) == set(out) for t in terms):
+        # elementwise products only (a gradient's reverse sweep through a chain of n ops
+        # builds one of 2n operands): every order costs the same, and the searches would take
+        # superlinear time in n for nothing
+        return tuple(_left_to_right(n))
     if isinstance(optimize, (str, dict)):  # presets: a chain has an exact, cheap answer
         from tenloom.passes.chain_path import chain_path
 

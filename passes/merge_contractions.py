@@ -19,60 +19,43 @@ from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import use_counts
 
 
-def inline(outer_nodes, outer_terms, k: int, inner: Node, fresh: int):
-    """Inline ``inner`` as operand k; returns (nodes, terms, next fresh label)."""
-    in_terms, in_out = inner.attrs
-    target = outer_terms[k]
-    mapping = dict(zip(in_out, target))
-    terms = []
-    for t in in_terms:
-        new = []
-        for lab in t:
-            if lab not in mapping:
-                mapping[lab] = ("fresh", fresh)
-                fresh += 1
-            new.append(mapping[lab])
-        terms.append(tuple(new))
-    nodes = outer_nodes[:k] + list(inner.inputs) + outer_nodes[k + 1 :]
-    terms = outer_terms[:k] + terms + outer_terms[k + 1 :]
-    return nodes, terms, fresh
-
-
 @register_pass("merge_contractions")
 def merge_contractions(graph: Graph, ctx: PassContext) -> Graph:
-    """Inline single-use EINSUM operands of EINSUM nodes (see the module docstring)."""
+    """Inline single-use EINSUM operands of EINSUM nodes (see the module docstring).
+
+    Linear in the graph: an EINSUM whose only use is an EINSUM operand is not built on its own
+    (a chain of n products would otherwise build networks of 1, 2, ..., n operands); the
+    outermost network of each nest is flattened once, depth first (``_flatten``)."""
     counts = use_counts(graph)
+    # single-use EINSUMs feeding an EINSUM: inlined into their user, never built alone
+    deferred: set[int] = set()
+    for node in graph.order:
+        if node.op is Op.EINSUM:
+            for i in node.inputs:
+                # only a call in the same dtype: NumPy computes a narrower call in its own dtype
+                # (a bool matmul is an OR of ANDs, int32 partial sums wrap) before its user
+                # widens the result, and one merged network would compute it in the wider one
+                if i.op is Op.EINSUM and counts.get(id(i), 0) == 1 and i.dtype == node.dtype:
+                    deferred.add(id(i))
+    pending: dict[int, tuple] = {}  # id(deferred node) -> (node, its rewritten inputs)
     nesting: dict[int, tuple] = {}  # id(merged node) -> (node, nested operand positions)
     new: dict[int, Node] = {}
-    uses: dict[int, int] = {}  # use counts carried over to rewritten nodes
     merged = 0
     for node in graph.order:
+        if id(node) in deferred:
+            pending[id(node)] = (node, tuple(new.get(id(i), i) for i in node.inputs))
+            new[id(node)] = node  # a placeholder: only its user (which flattens it) reads it
+            continue
         ins = tuple(new[id(i)] for i in node.inputs)
-        if node.op is Op.EINSUM and any(i.op is Op.EINSUM and uses.get(id(i), 2) == 1 for i in ins):
-            nodes, terms = list(ins), list(node.attrs[0])
-            out = node.attrs[1]
-            fresh = 0
-            groups: list = []  # per outer operand: a leaf position marker or a nested group
-            for x in ins:
-                if x.op is Op.EINSUM and uses.get(id(x), 2) == 1:
-                    groups.append(nesting.get(id(x), (x, tuple(range(len(x.inputs)))))[1])
-                else:
-                    groups.append(None)
-            k = 0
-            for x in ins:
-                if x.op is Op.EINSUM and uses.get(id(x), 2) == 1:
-                    nodes, terms, fresh = inline(nodes, terms, k, x, fresh)
-                    merged += 1
-                    k += len(x.inputs)
-                else:
-                    k += 1
-            res = einsum_node(nodes, terms, out)
+        if node.op is Op.EINSUM and any(id(i) in pending for i in ins):
+            nodes, terms, nest, count = _flatten(node, ins, pending)
+            merged += count
+            res = einsum_node(nodes, terms, node.attrs[1])
             if res.op is Op.EINSUM and len(res.inputs) == len(nodes):
-                nesting[id(res)] = (res, _renumber(groups))
+                nesting[id(res)] = (res, nest)
         else:
             res = rebuild(node, ins)
         new[id(node)] = res
-        uses[id(res)] = uses.get(id(res), 0) + counts.get(id(node), 0)
     ctx.record("merge_contractions", merged=merged)
     if not merged:
         return graph
@@ -81,24 +64,48 @@ def merge_contractions(graph: Graph, ctx: PassContext) -> Graph:
     return res_graph
 
 
-def _renumber(groups: list) -> tuple:
-    """Operand positions of the merged network, nested as the user's calls were: a leaf is an
-    int, an inlined call a tuple of its own (possibly nested) operands. Iterative."""
-    counter = 0
-    out: list = []
-    # stack of (list being filled, remaining items to visit)
-    stack: list = [(out, list(groups)[::-1])]
+def _flatten(node: Node, ins: tuple, pending: dict):
+    """The operands and terms of ``node`` with its pending (deferred) EINSUM operands inlined,
+    depth first and iteratively: returns (nodes, terms, nested positions, inlined count).
+
+    An inlined network's output labels take the labels of the term it replaces (a repeated
+    outer label identifies them, which is how ``trace(A @ B)`` becomes ``ij,ji->``); its summed
+    labels get fresh ones. The nested positions mirror the user's calls: a leaf is an int, an
+    inlined call a tuple of its own (possibly nested) operands."""
+    nodes: list[Node] = []
+    terms: list[tuple] = []
+    fresh = 0
+    count = 0
+    root: list = []
+    # frames: (iterator over (operand, term), positions being filled, parent list, slot)
+    stack: list = [(iter(zip(ins, node.attrs[0])), root, None, 0)]
     while stack:
-        target, todo = stack[-1]
-        if not todo:
-            stack.pop()
-            if stack:
-                stack[-1][0].append(tuple(target))
-            continue
-        item = todo.pop()
-        if item is None or isinstance(item, int):
-            target.append(counter)
-            counter += 1
+        it, nest, parent, slot = stack[-1]
+        for x, t in it:
+            entry = pending.get(id(x))
+            if entry is None:
+                nest.append(len(nodes))
+                nodes.append(x)
+                terms.append(tuple(t))
+                continue
+            inner, inner_ins = entry
+            in_terms, in_out = inner.attrs
+            mapping = dict(zip(in_out, t))
+            mapped = []
+            for term in in_terms:
+                labels = []
+                for lab in term:
+                    if lab not in mapping:
+                        mapping[lab] = ("fresh", fresh)
+                        fresh += 1
+                    labels.append(mapping[lab])
+                mapped.append(tuple(labels))
+            count += 1
+            nest.append(None)
+            stack.append((iter(zip(inner_ins, mapped)), [], nest, len(nest) - 1))
+            break
         else:
-            stack.append(([], list(item)[::-1]))
-    return tuple(out)
+            stack.pop()
+            if parent is not None:
+                parent[slot] = tuple(nest)
+    return nodes, terms, tuple(root), count

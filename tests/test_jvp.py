@@ -70,6 +70,7 @@ def check_jvp(f, shapes, dtype="float64", seed=0, positive=False, mode="tl", rto
 
 
 S = (3, 4)
+SCATTER = (((6, 0, -2), (2, 5, 2)), (7, 5))  # SLICE_SCATTER attrs for a (3, 2) operand
 EXTRA = {
     "sign": (lambda x: tl.sign(x) * x, [S], "float64", False),
     "imag_of_real": (lambda x: tl.imag(x) + x, [S], "float64", False),
@@ -95,6 +96,14 @@ EXTRA = {
     # LAYOUT (the permutation pass's copy into a chosen memory order): values unchanged
     "layout": (
         lambda a: tl.Tensor(make_node(Op.LAYOUT, ((a * 1.5).node,), ((1, 0),))) * a,
+        [S],
+        "float64",
+        False,
+    ),
+    # SLICE_SCATTER (a strided slice's cotangent): zeros of shape (7, 5) with a[::-1, 1::2]
+    # written at a basic index
+    "slice_scatter": (
+        lambda a: 2.0 * tl.Tensor(make_node(Op.SLICE_SCATTER, (a[::-1, 1::2].node,), SCATTER)),
         [S],
         "float64",
         False,

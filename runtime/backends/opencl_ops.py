@@ -301,6 +301,23 @@ def _slice(be: Backend, node: Node):
     return be.gather_kernel(node.shape, x.dtype, strides, base)
 
 
+def _slice_scatter(be: Backend, node: Node):
+    """Zeros of the node's shape with the operand copied to its basic-index positions."""
+    (x,) = node.inputs
+    spec = node.attrs[0]
+    st = src.c_strides(node.shape)
+    base = sum(start * s for (start, _, _), s in zip(spec, st))
+    strides = [step * s for (_, _, step), s in zip(spec, st)]
+    copy = be.copier(node.dtype.itemsize, x.shape, src.c_strides(x.shape), 0, strides, base)
+
+    def run(x):
+        out = be.zeros(node.shape, node.dtype)
+        copy(out, x)
+        return out
+
+    return run
+
+
 def _concat(be: Backend, node: Node):
     (axis,) = node.attrs
     out_st = src.c_strides(node.shape)
@@ -370,6 +387,7 @@ HANDLERS = {
     Op.TRANSPOSE: _transpose,
     Op.BROADCAST: _broadcast,
     Op.SLICE: _slice,
+    Op.SLICE_SCATTER: _slice_scatter,
     Op.CONCAT: _concat,
     Op.RESHAPE: _reshape,
     Op.LAYOUT: _layout,
