@@ -20,6 +20,7 @@ from tenloom.graph.errors import (
     DTypeError,
     IndexingError,
     IndexOutOfBoundsError,
+    OptionTypeError,
     ShapeError,
     fmt_shape,
 )
@@ -153,12 +154,7 @@ def placeholder(shape: Sequence[int], dtype: Any = "float64", name: str | None =
 
 
 def _shape_arg(shape: Any, op: str) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    try:
-        out = tuple(operator.index(s) for s in shape)
-    except TypeError:
-        raise ShapeError(f"{op}: shape {shape!r} is not a sequence of ints") from None
+    out = tuple(int_arg(s, op, "dimension") for s in _axis_items(shape))
     if any(s < 0 for s in out):
         raise ShapeError(f"{op}: negative dimension in shape {fmt_shape(out)}")
     return out
@@ -379,17 +375,41 @@ def astype(x, dtype) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
+def int_arg(value: Any, op: str, what: str) -> int:
+    """An int argument (an axis, a dimension, an offset) as an int. A bool or anything that is
+    not an integer raises OptionTypeError naming it, where NumPy raises TypeError."""
+    if isinstance(value, (bool, np.bool_)):
+        raise OptionTypeError(f"{op}: {what} {value!r} is a bool; give an int")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise OptionTypeError(f"{op}: {what} {value!r} is not an int") from None
+
+
+def _axis_items(axis: Any) -> tuple:
+    """``axis`` (an int or a sequence of ints) as a tuple of its items, to check one by one."""
+    if isinstance(axis, (tuple, list, range)) or (isinstance(axis, np.ndarray) and axis.ndim):
+        return tuple(axis)
+    return (axis,)
+
+
+def bool_arg(value: Any, op: str, what: str) -> bool:
+    """A flag such as ``keepdims``: True, False (or 0 and 1), else OptionTypeError."""
+    if isinstance(value, (bool, np.bool_)) or (
+        isinstance(value, (int, np.integer)) and value in (0, 1)
+    ):
+        return bool(value)
+    raise OptionTypeError(f"{op}: {what}={value!r} is not valid; give True or False")
+
+
 def normalize_axes(axis: Any, ndim: int, op: str, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Sorted non-negative axes; ShapeError names the bad axis and the shape."""
+    """Sorted non-negative axes; ShapeError names the bad axis and the shape, OptionTypeError
+    an axis that is not an int (a float, a bool: NumPy's TypeError)."""
     if axis is None:
         return tuple(range(ndim))
-    items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     out = []
-    for a in items:
-        try:
-            a = operator.index(a)
-        except TypeError:
-            raise ShapeError(f"{op}: axis {a!r} is not an int") from None
+    for a in _axis_items(axis):
+        a = int_arg(a, op, "axis")
         if not -ndim <= a < ndim:
             raise ShapeError(
                 f"{op}: axis {a} is out of bounds for operand 0 of shape {fmt_shape(shape)} "
@@ -405,9 +425,10 @@ def normalize_axes(axis: Any, ndim: int, op: str, shape: tuple[int, ...]) -> tup
 def _reduce(op: Op, x, axis, keepdims: bool) -> Tensor:
     n = lift(x, op.value)
     axes = normalize_axes(axis, n.ndim, op.value, n.shape)
+    keepdims = bool_arg(keepdims, op.value, "keepdims")
     if not axes and op in (Op.MAX, Op.MIN):
         return _t(n)
-    return _t(make_node(op, (n,), (axes, bool(keepdims))))
+    return _t(make_node(op, (n,), (axes, keepdims)))
 
 
 def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
@@ -433,6 +454,7 @@ def mean(x, axis=None, keepdims: bool = False) -> Tensor:
     """Arithmetic mean with NumPy's dtypes: float64 for integers, float16 kept (float32 inside)."""
     t = x if isinstance(x, Tensor) else asarray(x)
     axes = normalize_axes(axis, t.ndim, "mean", t.shape)
+    keepdims = bool_arg(keepdims, "mean", "keepdims")
     count = math.prod(t.shape[a] for a in axes)
     kind = t.dtype
     if kind.kind in "biu":
@@ -451,9 +473,7 @@ def mean(x, axis=None, keepdims: bool = False) -> Tensor:
 
 def reshape(x, shape) -> Tensor:
     n = lift(x, "reshape")
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    shape = [operator.index(s) for s in shape]
+    shape = [int_arg(s, "reshape", "dimension") for s in _axis_items(shape)]
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape: more than one -1 in shape {tuple(shape)}")
     if -1 in shape:
@@ -481,10 +501,7 @@ def transpose(x, axes=None) -> Tensor:
     if axes is None:
         perm = tuple(range(n.ndim))[::-1]
     else:
-        try:
-            perm = tuple(operator.index(a) for a in axes)
-        except TypeError:
-            raise ShapeError(f"transpose: axes {axes!r} are not ints") from None
+        perm = tuple(int_arg(a, "transpose", "axis") for a in _axis_items(axes))
         if (
             len(perm) != n.ndim
             or sorted(p % builtins.max(n.ndim, 1) for p in perm) != list(range(n.ndim))
@@ -507,8 +524,8 @@ def permute_dims(x, axes) -> Tensor:
 def moveaxis(x, source, destination) -> Tensor:
     n = lift(x, "moveaxis")
     src = normalize_axes(source, n.ndim, "moveaxis", n.shape)
-    src_list = [source] if isinstance(source, (int, np.integer)) else list(source)
-    dst_list = [destination] if isinstance(destination, (int, np.integer)) else list(destination)
+    src_list = list(_axis_items(source))
+    dst_list = list(_axis_items(destination))
     if len(src_list) != len(dst_list):
         raise ShapeError(
             f"moveaxis: source {source!r} and destination {destination!r} differ in length"
@@ -539,7 +556,7 @@ def squeeze(x, axis=None) -> Tensor:
 
 def expand_dims(x, axis) -> Tensor:
     n = lift(x, "expand_dims")
-    items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    items = _axis_items(axis)
     out_ndim = n.ndim + len(items)
     axes = normalize_axes(items, out_ndim, "expand_dims", n.shape)
     it = iter(n.shape)
@@ -690,13 +707,13 @@ def _axis_pair(n: Node, axis1: int, axis2: int, op: str) -> tuple[int, int]:
 def diagonal(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     n = lift(x, "diagonal")
     a1, a2 = _axis_pair(n, axis1, axis2, "diagonal")
-    return _t(make_node(Op.DIAGONAL, (n,), (operator.index(offset), a1, a2)))
+    return _t(make_node(Op.DIAGONAL, (n,), (int_arg(offset, "diagonal", "offset"), a1, a2)))
 
 
 def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     n = lift(x, "trace")
     a1, a2 = _axis_pair(n, axis1, axis2, "trace")
-    return _t(make_node(Op.TRACE, (n,), (operator.index(offset), a1, a2)))
+    return _t(make_node(Op.TRACE, (n,), (int_arg(offset, "trace", "offset"), a1, a2)))
 
 
 def matmul(a, b) -> Tensor:

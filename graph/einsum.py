@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tenloom.graph.errors import ShapeError, fmt_shape
+from tenloom.graph.errors import OptionTypeError, ShapeError, fmt_shape
 
 _LETTERS = string.ascii_letters  # numpy's order for implicit output: 'A' < 'Z' < 'a' < 'z'
 _ELL = "..."
@@ -98,22 +98,21 @@ def _split_args(args: Sequence[Any]) -> tuple[list, list[list], list | None, str
     out = None
     if len(args) % 2 == 1:
         out = operands.pop()
-        out = list(out) if not isinstance(out, str) else None
-        if out is None:
-            raise ShapeError("einsum: the output sublist must be a sequence of labels")
     if len(subs) != len(operands):
         raise ShapeError("einsum: sublist form needs one sublist per operand")
 
+    # malformed sublists raise OptionTypeError, a TypeError, as NumPy does
     def check(seq, where):
-        try:
-            labels = list(seq)
-        except TypeError:
-            raise ShapeError(f"einsum: {where} sublist {seq!r} is not a sequence") from None
+        if isinstance(seq, (str, bytes)) or not isinstance(seq, Sequence | np.ndarray):
+            raise OptionTypeError(
+                f"einsum: {where} sublist {seq!r} is not a list of int labels (and Ellipsis)"
+            )
+        labels = list(seq)
         for lab in labels:
             if lab is Ellipsis:
                 continue
-            if isinstance(lab, bool) or not isinstance(lab, (int, np.integer)):
-                raise ShapeError(
+            if isinstance(lab, (bool, np.bool_)) or not isinstance(lab, (int, np.integer)):
+                raise OptionTypeError(
                     f"einsum: sublist label {lab!r} of {where} is not an int or Ellipsis"
                 )
         if labels.count(Ellipsis) > 1:

@@ -31,6 +31,18 @@ class MemoryLimitError(TenloomError, MemoryError):
     """No execution plan fits the requested memory limit."""
 
 
+class OptionError(TenloomError, ValueError):
+    """An option of ``evaluate``, ``compile``, ``grad`` and friends, or an op's own argument
+    (``axis=``, ``keepdims=``, a shape, a permutation, einsum subscripts), has a value that is
+    not accepted. Raised before any work; the message names the option, the value and what is
+    accepted (runtime/options.py checks the run options in one place)."""
+
+
+class OptionTypeError(OptionError, TypeError):
+    """An unknown option, or an option or argument of the wrong type (``threads=1.5``,
+    ``axis=True``, an einsum sublist label ``0.5``); also a TypeError, as NumPy raises."""
+
+
 class EvaluationError(TenloomError, RuntimeError):
     """A node failed while running; the original exception is ``__cause__``."""
 

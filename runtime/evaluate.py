@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import tenloom.passes as _passes
 from tenloom.graph.api import lift
-from tenloom.graph.errors import DeviceError, MemoryLimitError, fmt_shape
+from tenloom.graph.errors import MemoryLimitError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.tensor import Tensor
 from tenloom.passes import run_pipeline
@@ -23,28 +23,15 @@ from tenloom.passes.slicing import parse_bytes  # noqa: F401  (re-exported)
 from tenloom.runtime.backends import get_backend
 from tenloom.runtime.determinism import deterministic_mode
 from tenloom.runtime.executor import bind_feed, execute, program_for
+from tenloom.runtime.options import OPTION_NAMES, Options, parse_device_name, parse_options
 from tenloom.runtime.progress import counted, flops_bar
 
-OPTIONS = (
-    "feed",
-    "device",
-    "passes",
-    "optimize",
-    "to_host",
-    "verify",
-    "cache_dir",
-    "progress",
-    "threads",
-    "deterministic",
-    "memory_limit",
-    "scheduler",
-)
+OPTIONS = OPTION_NAMES  # every option of evaluate (runtime/options.py checks them)
 
 
-def check_options(opts: dict[str, Any]) -> None:
-    for k in opts:
-        if k not in OPTIONS:
-            raise TypeError(f"evaluate: unknown option {k!r}; valid options: {', '.join(OPTIONS)}")
+def check_options(opts: dict[str, Any] | Options, caller: str = "evaluate") -> Options:
+    """``opts`` checked (runtime/options.py): the record, or OptionError / DeviceError."""
+    return parse_options(caller, opts)
 
 
 # The device used when evaluate is not given one (tests point it at a GPU to run the corpus
@@ -53,42 +40,24 @@ DEFAULT_DEVICE = "cpu"
 DEFAULT_THREADS = 1  # threads= when not given (tests run the corpus with 2 too)
 
 
-def device_names(device: Any) -> list[str]:
+def device_names(device: Any, caller: str = "evaluate") -> list[str]:
     """The devices of an evaluation: one name, a list of names, or "kind:*" (every device of
     that kind present). The first is where the graph runs; sliced networks use them all."""
     if device is None:
         return [DEFAULT_DEVICE]
-    if isinstance(device, (list, tuple)):
-        if not device:
-            raise DeviceError("device=[]: give at least one device")
-        names = list(device)
-    elif isinstance(device, str) and device.endswith(":*"):
-        from tenloom.runtime.devices import devices
+    from tenloom.runtime.options import device_names as checked_names
 
-        kind = device[:-2]
-        names = [f"{d.kind}:{d.index}" for d in devices() if d.kind == kind]
-        if not names:
-            raise DeviceError(f"device {device!r}: no {kind!r} devices are present")
-    else:
-        names = [device]
-    for name in names:
-        parse_device(name)
-    if len(set(names)) != len(names):
-        raise DeviceError(f"device={device!r} names a device twice")
-    return names
+    return checked_names(caller, device)
 
 
 def parse_device(device: Any) -> tuple[str, int]:
-    if device is None:
-        device = DEFAULT_DEVICE
-    if not isinstance(device, str):
-        raise DeviceError(f"device {device!r} is not a device name like 'cpu' or 'cuda:0'")
-    kind, _, index = device.partition(":")
-    try:
-        idx = int(index) if index else 0
-    except ValueError:
-        raise DeviceError(f"device {device!r}: index {index!r} is not an int") from None
-    return kind, idx
+    return parse_device_name("evaluate", DEFAULT_DEVICE if device is None else device)
+
+
+def open_devices(names: list[str] | tuple[str, ...]) -> list[Any]:
+    """The backend of each device, in order: an absent device or a missing backend raises
+    DeviceError here, before any pass runs."""
+    return [get_backend(*parse_device(n)) for n in names]
 
 
 def check_limit_feasible(graph: Graph, limit: int) -> None:
@@ -128,10 +97,13 @@ def check_memory_limit(graph: Graph, limit: int) -> None:
         )
 
 
-def pipeline_options(opts: dict[str, Any]) -> dict[str, Any]:
-    """``opts`` plus ``target``, the device the graph will run on (the first of ``device=``,
-    else the default): the passes may tailor the graph to it (fusion caps on the CPU)."""
-    return {**opts, "target": device_names(opts.get("device"))[0]}
+def pipeline_options(opts: dict[str, Any] | Options, caller: str = "evaluate") -> dict[str, Any]:
+    """The options given (checked and normalized) plus ``target``, the device the graph will
+    run on (the first of ``device=``, else the default): the passes may tailor the graph to it
+    (fusion caps on the CPU)."""
+    o = parse_options(caller, opts)
+    target = DEFAULT_DEVICE if o.devices is None else o.devices[0]
+    return {**o.given, "target": target}
 
 
 def build_graph(tensors: tuple[Any, ...]) -> Graph:
@@ -150,9 +122,13 @@ PASS_RUNS = {"n": 0}  # how often the pipeline ran (tests check the cache)
 _KEY_OPTIONS = ("passes", "optimize", "device", "memory_limit", "threads")
 
 
-def _opt_key(graph: Graph, opts: dict[str, Any]) -> tuple | None:
+def _opt_key(graph: Graph, opts: Any) -> tuple | None:
     ids = tuple(id(o) for o in graph.outputs)
-    if not any(k in opts for k in _KEY_OPTIONS):  # the common case: all defaults
+    if not opts:  # the common case: all defaults
+        return (ids, _passes.DEFAULT_PIPELINE)
+    if opts.get("verify"):
+        return None  # verify= checks the passes as they run: never skip them
+    if not any(k in opts for k in _KEY_OPTIONS):
         return (ids, _passes.DEFAULT_PIPELINE)
     parts: list = [opts.get("passes") is None and _passes.DEFAULT_PIPELINE]
     for name in _KEY_OPTIONS:
@@ -175,10 +151,11 @@ def _cached(key: tuple | None) -> Graph | None:
     return None if hit is None else hit[1]
 
 
-def optimize_graph(graph: Graph, opts: dict[str, Any], key: Any = False) -> Graph:
+def optimize_graph(graph: Graph, opts: dict[str, Any] | Options, key: Any = False) -> Graph:
     """The graph after the pass pipeline, from the cache when these outputs were seen."""
+    o = parse_options("evaluate", opts)
     if key is False:
-        key = _opt_key(graph, opts)
+        key = _opt_key(graph, o.given)
     if key is not None:
         with _OPTIMIZED_LOCK:
             hit = _OPTIMIZED.get(key)
@@ -186,9 +163,7 @@ def optimize_graph(graph: Graph, opts: dict[str, Any], key: Any = False) -> Grap
                 _OPTIMIZED.move_to_end(key)
                 return hit[1]
     PASS_RUNS["n"] += 1
-    optimized, _ = run_pipeline(
-        graph, opts.get("passes"), pipeline_options(opts), verify=opts.get("verify", False)
-    )
+    optimized, _ = run_pipeline(graph, o.passes, pipeline_options(o), verify=o.verify)
     if key is not None:
         with _OPTIMIZED_LOCK:
             _OPTIMIZED[key] = (graph.outputs, optimized)
@@ -201,34 +176,30 @@ def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
     """Evaluate tensors together (shared subgraphs run once); always returns a tuple of arrays.
 
     Options: ``feed={placeholder: array}``, ``device="cpu"``, ``passes=(names...)`` (default the
-    full pipeline), ``optimize=...`` (contraction order search), ``to_host=True``.
+    full pipeline), ``optimize=...`` (contraction order search), ``to_host=True``; all of them
+    are checked first (runtime/options.py), before any work.
     """
-    if opts:
-        check_options(opts)
+    o = parse_options("evaluate", opts)
     graph = build_graph(tensors)
-    names = device_names(opts.get("device"))
-    limit = opts.get("memory_limit")
-    if limit is not None:
-        limit = parse_bytes(limit)
-        opts = {**opts, "memory_limit": limit}
+    names = [DEFAULT_DEVICE] if o.devices is None else o.devices
+    limit = o.memory_limit
     # Bind (and check) the feed before any optimization work. On a cache hit the optimized
     # graph's placeholders are the same nodes, and its placeholder list is already computed.
-    key = _opt_key(graph, opts)
+    key = _opt_key(graph, o.given)
     hit = _cached(key)
-    bound = bind_feed(hit if hit is not None else graph, opts.get("feed"))
+    bound = bind_feed(hit if hit is not None else graph, o.feed)
     backend = get_backend(*parse_device(names[0]))
+    if len(names) > 1:
+        open_devices(names[1:])
     if limit is not None and hit is None:
         check_limit_feasible(graph, limit)
-    optimized = hit if hit is not None else optimize_graph(graph, opts, key)
+    optimized = hit if hit is not None else optimize_graph(graph, o, key)
     if limit is not None:
         check_memory_limit(optimized, limit)
-    threads = opts.get("threads", DEFAULT_THREADS)
-    threads = DEFAULT_THREADS if threads is None else threads
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise ValueError(f"evaluate: threads={threads!r} must be a positive int")
-    to_host = opts.get("to_host", True)
-    deterministic = bool(opts.get("deterministic", False))
-    client, progress = opts.get("scheduler"), bool(opts.get("progress"))
+    threads = DEFAULT_THREADS if o.threads is None else o.threads
+    to_host = o.to_host
+    deterministic = o.deterministic
+    client, progress = o.scheduler, o.progress
     plain = threads == 1 and not deterministic and len(names) == 1 and limit is None
     if plain and client is None and not progress:  # nothing to set up around the run
         return tuple(execute(optimized, bound, backend, names[0], to_host, 1))
@@ -280,7 +251,9 @@ _POOL: concurrent.futures.ThreadPoolExecutor | None = None
 def evaluate_async(*tensors: Tensor, **opts: Any) -> "concurrent.futures.Future":
     """Like ``evaluate`` but returns a Future resolving to the tuple of arrays."""
     global _POOL
-    check_options(opts)
+    o = parse_options("evaluate_async", opts)
+    if o.devices is not None:  # an absent device is said here, not by the Future
+        open_devices(o.devices)
     if _POOL is None:
         _POOL = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="tenloom-async")
     return _POOL.submit(evaluate, *tensors, **opts)

@@ -66,9 +66,9 @@ class Plan:
     def __init__(self, outputs, inputs, **opts: Any):
         from tenloom.graph.api import lift
         from tenloom.passes import run_pipeline
-        from tenloom.runtime.evaluate import check_options
+        from tenloom.runtime.options import COMPILE_OPTIONS, parse_options
 
-        check_options(opts)
+        o = parse_options("compile", opts, COMPILE_OPTIONS)  # all checked before any work
         self.inputs = [lift(x, "compile") for x in inputs]
         for k, x in enumerate(self.inputs):
             if x.op is not Op.PLACEHOLDER:
@@ -79,20 +79,24 @@ class Plan:
         if missing:
             names = [p.attrs[0] for p in self.graph.placeholders if id(p) in missing]
             raise TenloomError(f"compile: the outputs read placeholders not in inputs: {names}")
-        limit = opts.get("memory_limit")
+        from tenloom.runtime.evaluate import (
+            check_limit_feasible,
+            check_memory_limit,
+            open_devices,
+            pipeline_options,
+        )
+
+        if o.devices is not None:  # every device exists and has its backend, before the passes
+            open_devices(o.devices)
+        limit = o.memory_limit
         if limit is not None:
-            from tenloom.runtime.evaluate import check_limit_feasible, parse_bytes
-
-            opts = {**opts, "memory_limit": parse_bytes(limit)}
-            check_limit_feasible(self.graph, opts["memory_limit"])
-        self.opts = opts
-        from tenloom.runtime.evaluate import pipeline_options
-
-        self.optimized, ctx = run_pipeline(self.graph, opts.get("passes"), pipeline_options(opts))
+            check_limit_feasible(self.graph, limit)
+        self.opts = dict(o.given)
+        self.optimized, ctx = run_pipeline(
+            self.graph, o.passes, pipeline_options(o), verify=o.verify
+        )
         if limit is not None:
-            from tenloom.runtime.evaluate import check_memory_limit
-
-            check_memory_limit(self.optimized, opts["memory_limit"])
+            check_memory_limit(self.optimized, limit)
         self._prepare(ctx.stats)
         COUNTERS["compiles"] += 1
 
@@ -127,9 +131,9 @@ class Plan:
         """A plan around a graph that has already been through the passes (what ``tl.load``
         uses for a saved plan): no tracing, no pass and no path search. ``plan.graph`` is the
         optimized graph too, as the traced one is not kept."""
-        from tenloom.runtime.evaluate import check_options
+        from tenloom.runtime.options import COMPILE_OPTIONS, parse_options
 
-        check_options(opts)
+        o = parse_options("plan", opts, COMPILE_OPTIONS)
         self = cls.__new__(cls)
         self.inputs = [getattr(x, "node", x) for x in inputs]  # Tensors or their nodes
         for k, x in enumerate(self.inputs):
@@ -140,7 +144,7 @@ class Plan:
             names = [p.attrs[0] for p in optimized.placeholders if id(p) in missing]
             raise TenloomError(f"plan: the outputs read placeholders not in inputs: {names}")
         self.graph = self.optimized = optimized
-        self.opts = opts
+        self.opts = dict(o.given)
         self._prepare(dict(stats or {}))
         return self
 
@@ -215,6 +219,10 @@ def compile(outputs: Any, inputs: Any = (), **opts: Any) -> Plan:  # noqa: A001
 def function(fn: Callable | None = None, **opts: Any):
     """Decorator: trace ``fn`` on placeholders per (shape, dtype) signature, cache the plan,
     and return ``fn``'s own structure (a Tensor, tuple, list or dict of them) as ndarrays."""
+
+    from tenloom.runtime.options import COMPILE_OPTIONS, parse_options
+
+    parse_options("function", opts, COMPILE_OPTIONS)  # when decorating, not at the first call
 
     def wrap(f: Callable):
         plans: dict[tuple, tuple[Plan, Any]] = {}
@@ -333,13 +341,13 @@ def _check_loaded_options(opts: dict) -> str | None:
     for k, ok in checks.items():
         if k in opts and not ok(opts[k]):
             return f"plan option {k}={opts[k]!r} has the wrong type"
-    if opts.get("memory_limit") is not None:
-        from tenloom.runtime.evaluate import parse_bytes
+    from tenloom.graph.errors import DeviceError, OptionError
+    from tenloom.runtime.options import COMPILE_OPTIONS, parse_options
 
-        try:  # the runtime reads it as bytes, as compile leaves it
-            opts["memory_limit"] = parse_bytes(opts["memory_limit"])
-        except ValueError as e:
-            return str(e)
+    try:  # the values compile checks (pass and preset names, sizes, device kinds)
+        parse_options("load", opts, COMPILE_OPTIONS)
+    except (OptionError, DeviceError) as e:
+        return str(e)
     return None
 
 

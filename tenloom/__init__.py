@@ -83,6 +83,8 @@ from tenloom.graph.errors import (
     IndexingError,
     IndexOutOfBoundsError,
     MemoryLimitError,
+    OptionError,
+    OptionTypeError,
     ShapeError,
     TenloomError,
 )

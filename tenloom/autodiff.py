@@ -21,6 +21,7 @@ from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.tensor import Tensor
 from tenloom.passes import run_pipeline
+from tenloom.runtime.options import GRAD_OPTIONS, Options, parse_options
 
 PRE_GRAD = ("canonicalize", "merge_contractions", "prereduce", "cse", "contraction_order")
 
@@ -48,28 +49,19 @@ def _as_list(xs: Any) -> tuple[list[Tensor], bool]:
     return list(xs), False
 
 
-GRAD_OPTIONS = ("optimize", "memory_limit", "cache_dir")
+def _check(what: str, opts: dict[str, Any]) -> Options:
+    """The options of ``what`` checked (runtime/options.py), before any work."""
+    return parse_options(what, opts, GRAD_OPTIONS)
 
 
-def _pre_options(
-    opts: dict[str, Any], what: str = "grad", reverse_sweep: bool | str = True
-) -> dict[str, Any]:
+def _pre_options(o: Options, reverse_sweep: bool | str = True) -> dict[str, Any]:
     """Options of the pre-pass: the order search, and ``memory_limit`` (a network whose tree
     does not fit is sliced; with ``reverse_sweep`` its slices leave room for the reverse sweep,
     which then runs slice by slice too; ``"forward"``: room for the tangents of forward mode)."""
-    for k in opts:
-        if k not in GRAD_OPTIONS:
-            raise TypeError(
-                f"{what}: unknown option {k!r}; valid options: {', '.join(GRAD_OPTIONS)}"
-            )
     # the differentiated tensors' uses stay in the graph (passes/prereduce.py)
-    opts = {**opts, "fold_constants": False}
-    if opts.get("memory_limit") is not None:
-        from tenloom.passes.slicing import parse_bytes
-
-        opts = {**opts, "memory_limit": parse_bytes(opts["memory_limit"])}
-        if reverse_sweep:
-            opts["reverse_sweep"] = reverse_sweep
+    opts = {**o.given, "fold_constants": False}
+    if o.memory_limit is not None and reverse_sweep:
+        opts["reverse_sweep"] = reverse_sweep
     return opts
 
 
@@ -92,6 +84,7 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
 
     ``optimize=`` chooses the forward trees' search; ``memory_limit=`` slices networks whose
     tree does not fit, so that forward and reverse sweeps run slice by slice within it."""
+    o = _check("vjp", opts)
     outs, single_out = _as_list(outputs)
     ins, single_in = _as_list(inputs)
     cts, _ = _as_list(cotangents)
@@ -103,7 +96,7 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
         if name == "cse":
             seen["before"] = g
 
-    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(opts), on_pass=capture)
+    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(o), on_pass=capture)
     outs_n = pre.outputs[: len(outs)]
     ins_n = pre.outputs[len(outs) :]
     grads = vjp_nodes(outs_n, ins_n, ct_nodes)
@@ -121,15 +114,17 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
 def grad(loss: Tensor, inputs: Any, **opts: Any) -> Any:
     """Gradient of a real scalar ``loss`` with respect to each of ``inputs`` (lazy Tensors);
     options as for ``vjp``."""
+    o = _check("grad", opts)
     if loss.shape != ():
         raise ShapeError(f"grad: the loss must be a scalar, got shape {fmt_shape(loss.shape)}")
     if loss.dtype.kind != "f":
         raise DTypeError(f"grad: the loss must be real floating point, got {loss.dtype}")
-    return vjp(loss, inputs, api.ones((), loss.dtype), **opts)
+    return vjp(loss, inputs, api.ones((), loss.dtype), **o.given)
 
 
 def value_and_grad(loss: Tensor, inputs: Any, **opts: Any) -> tuple[Tensor, Any]:
-    return loss, grad(loss, inputs, **opts)
+    o = _check("value_and_grad", opts)
+    return loss, grad(loss, inputs, **o.given)
 
 
 def jvp(outputs: Any, inputs: Any, tangents: Any, **opts: Any) -> Any:
@@ -142,12 +137,13 @@ def jvp(outputs: Any, inputs: Any, tangents: Any, **opts: Any) -> Any:
     ``memory_limit=`` slices networks whose tree does not fit (leaving room for the tangents),
     and each one's tangent is one network sliced the same way that carries the tangents through
     the tree slice by slice."""
+    o = _check("jvp", opts)
     outs, single_out = _as_list(outputs)
     ins, _ = _as_list(inputs)
     tans, _ = _as_list(tangents)
     tan_nodes = _lift_matching("jvp", "tangent", tans, "input", ins)
     graph = Graph(tuple(api.lift(t, "jvp") for t in (*outs, *ins)))
-    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(opts, "jvp", reverse_sweep="forward"))
+    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(o, reverse_sweep="forward"))
     outs_n = pre.outputs[: len(outs)]
     ins_n = pre.outputs[len(outs) :]
     result = []
@@ -156,11 +152,17 @@ def jvp(outputs: Any, inputs: Any, tangents: Any, **opts: Any) -> Any:
     return result[0] if single_out else result
 
 
-def hvp(loss: Tensor, inputs: Sequence[Tensor], vectors: Sequence[Tensor]) -> list[Tensor]:
-    """Hessian-vector products: the gradient of <grad(loss), v>."""
-    g = grad(loss, list(inputs))
+def hvp(
+    loss: Tensor, inputs: Sequence[Tensor], vectors: Sequence[Tensor], **opts: Any
+) -> list[Tensor]:
+    """Hessian-vector products: the gradient of <grad(loss), v>, one vector per input (of its
+    shape); options as for ``grad`` (both sweeps use them)."""
+    o = _check("hvp", opts)
+    inputs = list(inputs)
+    vs = [Tensor(v) for v in _lift_matching("hvp", "vector", list(vectors), "input", inputs)]
+    g = grad(loss, inputs, **o.given)
     inner = None
-    for gi, v in zip(g, vectors):
+    for gi, v in zip(g, vs):
         term = api.sum(api.real(gi * api.conj(v)))
         inner = term if inner is None else inner + term
-    return grad(inner, list(inputs))
+    return grad(inner, inputs, **o.given)

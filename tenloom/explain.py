@@ -131,7 +131,10 @@ def explain(*tensors: Any, **opts: Any) -> Report:
     networks the order search received (after merging and pre-reduction).
     """
     from tenloom.runtime.evaluate import build_graph
+    from tenloom.runtime.options import parse_options
 
+    o = parse_options("explain", opts)  # checked as evaluate checks them, before any work
+    opts = dict(o.given)
     graph = build_graph(tensors)
     rows = [_row("traced", graph)]
     networks: list[Network] = []
@@ -140,7 +143,7 @@ def explain(*tensors: Any, **opts: Any) -> Report:
     def on_pass(name: str, g: Graph) -> None:
         captured[name] = g
 
-    final, ctx = run_pipeline(graph, opts.get("passes"), pipeline_options(opts), on_pass=on_pass)
+    final, ctx = run_pipeline(graph, o.passes, pipeline_options(o), o.verify, on_pass=on_pass)
     for name, g in captured.items():
         rows.append(_row(name, g, ctx.stats.get(name)))
     # networks: from the graph handed to contraction_order (or the last graph without it)

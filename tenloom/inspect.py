@@ -18,14 +18,14 @@ def dump(*tensors: Any, optimized: bool = True, **opts: Any) -> str:
     """
     graph = build_graph(tensors)
     if optimized:
-        graph, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts))
+        graph, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts, "dump"))
     return dump_nodes(graph.outputs)
 
 
 def graph_sizes(*tensors: Any, **opts: Any) -> tuple[int, int]:
     """(nodes as traced, nodes after the pass pipeline)."""
     graph = build_graph(tensors)
-    optimized, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts))
+    optimized, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts, "graph_sizes"))
     return len(graph), len(optimized)
 
 
@@ -36,7 +36,7 @@ def to_networkx(*tensors: Any, optimized: bool = False, **opts: Any):
 
     graph = build_graph(tensors)
     if optimized:
-        graph, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts))
+        graph, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts, "to_networkx"))
     g = nx.MultiDiGraph()
     index = {id(n): k for k, n in enumerate(graph.order)}
     outputs = {id(o) for o in graph.outputs}
