@@ -40,9 +40,10 @@ Keyword arguments tenloom has no counterpart for (docs/reliability.md, "Design d
 * ``order=``: tenloom picks result layouts itself; the shim converts the result with
   ``numpy.asarray(order=...)`` ("K" leaves it as tenloom made it; "A" is "F" when every array
   operand is Fortran-contiguous).
-* ``optimize=``: NumPy's True means greedy; opt_einsum's names map to tenloom's searches by
-  family (auto, greedy, optimal). An explicit path (``["einsum_path", (0, 1), ...]`` or a list
-  of pairs) has no tenloom counterpart: tenloom picks its own order ("auto").
+* ``optimize=``: NumPy's True means greedy, opt_einsum's True "auto"; a search's name is passed
+  through (tenloom takes its own and cotengra's and opt_einsum's preset names). An explicit
+  path (``["einsum_path", (0, 1), ...]`` or a list of pairs) has no tenloom counterpart:
+  tenloom picks its own order ("auto").
 * ``use_blas=`` (tenloom decides what becomes a GEMM) is accepted and ignored; opt_einsum's
   ``memory_limit=`` and ``backend=`` are not routed (NotImplementedError; these suites do not
   use them).
@@ -85,21 +86,10 @@ _BASENAMES = {os.path.basename(p)[:-3] for p in TARGETS}
 LOADED: dict[str, types.ModuleType] = {}  # file -> the test module, once imported
 
 _CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
-_OPTIMIZE_FAMILIES = {
-    "auto": "auto",
-    "auto-hq": "auto",
-    "greedy": "greedy",
-    "eager": "greedy",
-    "opportunistic": "greedy",
-    "random-greedy": "greedy",
-    "random-greedy-128": "greedy",
-    "optimal": "optimal",
-    "dp": "optimal",
-    "dynamic-programming": "optimal",
-    "branch-all": "optimal",
-    "branch-2": "optimal",
-    "branch-1": "optimal",
-}
+# opt_einsum's optimize= names kept by --einsum-shim-optimize-subset (the others are the same
+# searches with other budgets: auto-hq, eager, opportunistic, random-greedy-128,
+# dynamic-programming, branch-all, branch-1)
+_CI_OPTIMIZE = ("auto", "greedy", "optimal", "dp", "branch-2", "random-greedy")
 
 # ---- bookkeeping: what was called, from which test, and what disagreed with NumPy -----------
 
@@ -231,20 +221,16 @@ def _count(entry: str) -> None:
 
 
 def _optimize_option(optimize: Any, true_means: str) -> Any:
+    """NumPy's / opt_einsum's ``optimize=`` as tenloom's: booleans as each library means them,
+    a path-search name passed through (tenloom takes cotengra's and opt_einsum's names and
+    rejects others), an explicit path as "auto" (tenloom has no explicit paths)."""
     if optimize is False:
         return False
     if optimize is True or optimize is None:
         return true_means
-    if isinstance(optimize, str):
-        if optimize not in _OPTIMIZE_FAMILIES:
-            # NumPy and opt_einsum reject unknown names too; say which ones this shim maps
-            raise ValueError(
-                f"einsum shim: optimize={optimize!r} is not one of {sorted(_OPTIMIZE_FAMILIES)}"
-            )
-        return _OPTIMIZE_FAMILIES[optimize]
     if isinstance(optimize, (list, tuple)):
         return "auto"  # an explicit path: tenloom chooses its own order (a design difference)
-    raise TypeError(f"einsum shim: optimize={optimize!r} is not a bool, a name or a path")
+    return optimize
 
 
 def _check_casting(casting: Any) -> None:
@@ -261,15 +247,14 @@ def _cast_operands(args: tuple, dtype: Any, casting: str) -> tuple:
     """``dtype=``: each operand cast with ``tl.astype`` (tenloom checks the dtype) where NumPy's
     casting rule for einsum's ``dtype=`` allows it. An operand of a dtype tenloom cannot hold
     (object, long double) is cast on the host first, as a user would have to."""
-    from tenloom.graph.dtypes import SUPPORTED
-
     out = list(args)
     for k in _operand_positions(args):
         src = numpy.asarray(args[k])
-        operand = args[k]
-        if src.dtype not in SUPPORTED:
-            operand = src.astype(numpy.dtype(dtype), casting=casting)
-        cast = tl.astype(tl.asarray(operand), dtype)
+        try:
+            operand = tl.asarray(args[k])
+        except tl.DTypeError:
+            operand = tl.asarray(src.astype(numpy.dtype(dtype), casting=casting))
+        cast = tl.astype(operand, dtype)
         if not numpy.can_cast(src.dtype, cast.dtype, casting):
             raise TypeError(
                 f"einsum shim: cannot cast operand {k} from {src.dtype} to {cast.dtype} with "
@@ -533,10 +518,11 @@ def routed(module: types.ModuleType) -> bool:
 def pytest_addoption(parser) -> None:
     parser.addoption("--einsum-shim-report", default=None, help="write the shim's JSON report")
     parser.addoption(
-        "--einsum-shim-one-per-family",
+        "--einsum-shim-optimize-subset",
         action="store_true",
-        help="deselect opt_einsum's optimize= parametrizations that map to the same tenloom "
-        "search as another (one per family: auto, greedy, optimal)",
+        help="run opt_einsum's optimize= parametrizations for "
+        + ", ".join(_CI_OPTIMIZE)
+        + " only (the others are the same searches with other budgets)",
     )
 
 
@@ -548,23 +534,24 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
-    if not config.getoption("--einsum-shim-one-per-family"):
+    if not config.getoption("--einsum-shim-optimize-subset"):
         return
     keep, drop = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
         name = callspec.params.get("optimize") if callspec is not None else None
-        same_as_another = isinstance(name, str) and _OPTIMIZE_FAMILIES.get(name, name) != name
+        same_as_another = isinstance(name, str) and name not in _CI_OPTIMIZE
         (drop if same_as_another else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    _STATE.nodeid = item.nodeid
-    yield
+def pytest_runtest_logstart(nodeid, location) -> None:
+    _STATE.nodeid = nodeid  # calls are attributed to the test that made them
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
     _STATE.nodeid = "<no test>"
 
 
