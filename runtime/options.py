@@ -345,6 +345,9 @@ def _check_kind(caller: str, device: Any, kind: str) -> None:
 def parse_device_name(caller: str, name: Any, device: Any = None) -> tuple[str, int]:
     """(kind, index) of one device name such as 'cpu' or 'cuda:1', checked: a known kind, a
     non-negative index, and for the CPU index 0 (there is one CPU device)."""
+    hit = _NAMES.get(name) if type(name) is str else None
+    if hit is not None:  # evaluate's every call reads its device: checked once per name
+        return hit
     whole = name if device is None else device
     # "evaluate: device='cpu:7'" or, in a list, "evaluate: device=['cpu', 'cpu:7']: 'cpu:7'"
     shown = f"{caller}: device={_short(whole)}" + ("" if whole is name else f": {name!r}")
@@ -363,7 +366,12 @@ def parse_device_name(caller: str, name: Any, device: Any = None) -> tuple[str, 
             f"{shown} does not exist; the CPU is one device, 'cpu' (or 'cpu:0'); its cores "
             "are used through threads="
         )
+    if len(_NAMES) < 256:
+        _NAMES[name] = (kind, idx)
     return kind, idx
+
+
+_NAMES: dict[str, tuple[str, int]] = {}  # device names checked -> (kind, index)
 
 
 _CHECKS = {
