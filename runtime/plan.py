@@ -183,6 +183,7 @@ class Plan:
         (a connection, not data)."""
         from tenloom.graph.serialize import save_document
 
+        _check_path("save", path)
         opts = {}
         for k, v in self.opts.items():
             if k in _RUN_OPTIONS:
@@ -276,6 +277,7 @@ def save(obj: Any, path: str | os.PathLike) -> None:
     from tenloom.graph.serialize import save_document
     from tenloom.graph.serialize_values import SaveTypeError
 
+    _check_path("save", path)
     if isinstance(obj, Plan):
         obj.save(path)
         return
@@ -299,6 +301,7 @@ def load(path: str | os.PathLike) -> Any:
     from tenloom.graph.errors import GraphFormatError
     from tenloom.graph.serialize import load_document
 
+    _check_path("load", path)
     loaded = load_document(path, fused_check=_fusable)
     if loaded.kind == "graph":
         outs = tuple(Tensor(n) for n in loaded.outputs)
@@ -309,6 +312,16 @@ def load(path: str | os.PathLike) -> Any:
         raise GraphFormatError(f"{os.fspath(path)}: {problem}")
     graph = Graph(loaded.outputs)
     return Plan.from_optimized(graph, loaded.inputs, loaded.stats, **opts)
+
+
+def _check_path(caller: str, path: Any) -> None:
+    """OptionTypeError, before any file is touched, for a path that is not a file name."""
+    from tenloom.graph.errors import OptionTypeError
+
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise OptionTypeError(
+            f"{caller}: path={path!r} is not valid; accepted: a file name (a str or os.PathLike)"
+        )
 
 
 def _fusable(step: Any) -> bool:

@@ -104,7 +104,7 @@ def _graphs(obj: Any, optimized: bool | str, opts: dict[str, Any]) -> list[tuple
             )
         traced, final = obj.graph, obj.optimized
     else:
-        check_options(opts)
+        check_options(opts, "visualize")
         tensors = tuple(obj) if isinstance(obj, (list, tuple)) else (obj,)
         if not tensors:
             raise VisualizeError("visualize: nothing to draw (an empty list of tensors)")

@@ -302,6 +302,26 @@ def test_a_loaded_plan_with_a_bad_option_is_a_format_error(tmp_path):
             tl.load(tmp_path / "q.json")
 
 
+@pytest.mark.parametrize("path", [3, None, b"", ""])
+def test_save_and_load_refuse_a_path_that_is_not_a_file_name(path):
+    x = tl.placeholder((3, 4), name="x")
+    t = tl.asarray(A) * 2.0
+    for call in (lambda: tl.save(t, path), lambda: tl.compile(x * 2.0, [x]).save(path)):
+        with pytest.raises(tl.OptionTypeError, match="save: path="):
+            call()
+    with pytest.raises(tl.OptionTypeError, match="load: path="):
+        tl.load(path)
+
+
+def test_inspection_entry_points_check_their_options(no_work):
+    t = network()
+    with pytest.raises(tl.OptionError, match="visualize: optimize='bogus'"):
+        tl.visualize(t, optimize="bogus")
+    with pytest.raises(tl.OptionError, match="to_networkx: threads=0"):
+        tl.to_networkx(t, optimized=True, threads=0)
+    no_work()
+
+
 def test_hvp_needs_one_vector_per_input():
     x, y = tl.asarray(A), tl.asarray(B)
     loss = (tl.einsum("ij,jk->ik", x, y) ** 2).sum()
