@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tenloom.graph.errors import GraphFormatError
+from tenloom.graph.errors import GraphFormatError, MemoryLimitError
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import OPS, Op
 from tenloom.graph.ops_leaf import Constant, issued_here, next_placeholder_id
@@ -63,7 +63,7 @@ DEFLATE_MAX_RATIO = 1032  # deflate cannot expand more than 1032:1 (258-byte mat
 NPY_MAX_HEADER = 10_000  # .npy header text (numpy's own max_header_size)
 ZIP_MEMBER_OVERHEAD = 8192  # zip headers of one member (names are at most 68 bytes)
 ZIP_ARCHIVE_OVERHEAD = 1 << 17  # end records and the archive comment
-READ_CHUNK = 1 << 20  # bytes decompressed or copied per read into a constant
+READ_CHUNK = 1 << 18  # bytes decompressed or copied per read into a constant
 _KEY = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
@@ -618,7 +618,13 @@ def _check_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, e: _Entry, disk: i
 def _read_member(zf, info, e: _Entry, header: int, fortran: bool) -> np.ndarray:
     """The member's data read straight into its (read-only) array, ``READ_CHUNK`` bytes at a
     time: no second copy, and never more than the declared bytes decompressed."""
-    arr = np.empty(e.shape, e.dtype, order="F" if fortran else "C")
+    try:
+        arr = np.empty(e.shape, e.dtype, order="F" if fortran else "C")
+    except MemoryError:  # a valid file bigger than this machine's memory
+        raise MemoryLimitError(
+            f"{info.filename}: cannot allocate {_nbytes(e)} bytes for its {e.dtype}{e.shape} "
+            "constant"
+        ) from None
     view = memoryview(arr.reshape(-1, order="A").view(np.uint8))
     try:
         with zf.open(info) as m:
@@ -686,6 +692,8 @@ def load_document(path: str | os.PathLike, fused_check: Callable | None = None) 
         return Loaded("graph", tuple(nodes[i] for i in outputs))
     except BadFormat as e:
         raise GraphFormatError(f"{path}: {e}") from None
+    except MemoryLimitError as e:
+        raise MemoryLimitError(f"{path}: {e}") from None
 
 
 def _named_values(x: Any, what: str) -> dict[str, Any]:
