@@ -61,27 +61,28 @@ class Constant:
 # counter in the low ``_COUNTER_BITS``. A uid is never issued twice, and a placeholder made by
 # another process (read from its file by tl.load) cannot carry a uid issued here, so load can
 # tell the placeholders this process made from foreign ones (graph/serialize.py gives foreign
-# ones new uids). A forked child draws a new session, keeping what its parent had issued.
+# ones new uids). A forked child draws a new session whose counter goes on from its parent's
+# (default names stay distinct), keeping what the parent had issued before the fork.
 _COUNTER_BITS = 40
 _ids_lock = threading.Lock()
-_issued: dict[int, int] = {}  # session -> how many uids this process has issued in it
+_issued: dict[int, list[int]] = {}  # session -> [first, next) counter values issued here
 _session = 0
 
 
-def _new_session() -> None:
+def _new_session(start: int = 0) -> None:
     global _session
     while True:
         s = secrets.randbits(64)
         if s and s not in _issued:
             break
-    _issued[s] = 0
+    _issued[s] = [start, start]
     _session = s
 
 
 def _after_fork_in_child() -> None:
     global _ids_lock
     _ids_lock = threading.Lock()
-    _new_session()
+    _new_session(_issued[_session][1])
 
 
 _new_session()
@@ -92,26 +93,27 @@ if hasattr(os, "register_at_fork"):
 def next_placeholder_id() -> int:
     """A placeholder uid never issued before, in this process or any other."""
     with _ids_lock:
-        if _issued[_session] >> _COUNTER_BITS:
+        span = _issued[_session]
+        if span[1] >> _COUNTER_BITS:
             _new_session()
-        k = _issued[_session]
-        _issued[_session] = k + 1
+            span = _issued[_session]
+        k = span[1]
+        span[1] = k + 1
         return (_session << _COUNTER_BITS) | k
 
 
 def placeholder_number(uid: int) -> int:
-    """The counter part of a uid (1, 2, ... in the order placeholders are made): default names
+    """The counter part of a uid (0, 1, ... in the order placeholders are made): default names
     and anything that must not vary between runs use it, not the random session part."""
     return uid & ((1 << _COUNTER_BITS) - 1)
 
 
 def issued_here(uid: int) -> bool:
     """Whether this process (or, before a fork, its parent) issued ``uid``."""
-    return (
-        type(uid) is int
-        and uid >= 0
-        and placeholder_number(uid) < _issued.get(uid >> _COUNTER_BITS, 0)
-    )
+    if type(uid) is not int or uid < 0:
+        return False
+    span = _issued.get(uid >> _COUNTER_BITS)
+    return span is not None and span[0] <= placeholder_number(uid) < span[1]
 
 
 def scalar_attrs(value, dtype: np.dtype) -> tuple:
