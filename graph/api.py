@@ -351,10 +351,18 @@ def where(condition, x, y) -> Tensor:
 
 
 def clip(a, a_min=None, a_max=None) -> Tensor:
-    """``minimum(maximum(a, a_min), a_max)``; either bound may be None."""
-    if a_min is None and a_max is None:
-        raise ShapeError("clip: a_min and a_max are both None")
+    """``minimum(maximum(a, a_min), a_max)``; either bound may be None (both: ``a``, as NumPy 2)."""
     out = a if isinstance(a, Tensor) else asarray(a)
+    if a_min is None and a_max is None:
+        return out
+    if out.dtype.kind in "iu":  # as NumPy 2: an int bound beyond the dtype's range is no bound
+        lo, hi = _int_range(out.dtype)
+        if type(a_min) is int and a_min < lo:
+            a_min = None
+        if type(a_max) is int and a_max > hi:
+            a_max = None
+        if a_min is None and a_max is None:
+            return out
     if a_min is not None:
         out = maximum(out, a_min)
     if a_max is not None:
@@ -666,15 +674,9 @@ def getitem(x, key) -> Tensor:
 
 
 def _lift_operands(operands):
-    scalars = [isinstance(o, _SCALARS) for o in operands]
-    nodes: list = [None] * len(operands)
-    ref = next((k for k, s in enumerate(scalars) if not s), None)
-    for k, o in enumerate(operands):
-        if not scalars[k]:
-            nodes[k] = lift(o, "einsum")
-    for k, o in enumerate(operands):
-        if scalars[k]:
-            nodes[k] = lift_with(o, nodes[ref], "einsum") if ref is not None else lift(o)
+    # Python scalars are operands like any other, as numpy.einsum makes them arrays first
+    # (np.asarray(3) is int64): not weak scalars, so einsum("i,->i", int8, 3) is int64 there
+    nodes = [lift(o, "einsum") for o in operands]
     return nodes, [nd.shape for nd in nodes]
 
 

@@ -21,10 +21,8 @@ dtype signature for ``contract_expression``) and never fall back to NumPy. After
 result they also run ``numpy.einsum`` on the same arguments, only to compare (value and dtype):
 opt_einsum's tests mostly compare ``contract(optimize=False)`` with ``contract(optimize=X)``,
 both tenloom here, so a wrong answer common to both would otherwise pass. Disagreements go to
-the report's ``mismatches``, except those that vanish when the call's Python-scalar operands
-are given their NEP 50 (weak) dtype: tenloom's documented rule for Python scalars, where
-numpy.einsum (alone in NumPy 2) makes them int64/float64/complex128 arrays. Those are counted as
-``weak-scalar``, with examples.
+the report's ``mismatches`` (Python-scalar operands included: ``tl.einsum``, like
+``numpy.einsum``, makes them int64/float64/complex128 arrays rather than weak scalars).
 
 Keyword arguments tenloom has no counterpart for (docs/reliability.md, "Design differences"):
 
@@ -99,7 +97,6 @@ TESTS_CALLING: Counter = Counter()  # nodeid -> calls routed while that test ran
 CHECKED: Counter = Counter()  # "agree" / "numpy-rejects" / "mismatch"
 MISMATCHES: list[dict] = []
 NUMPY_REJECTS: list[dict] = []  # examples: calls numpy.einsum refuses and tenloom accepts
-WEAK_SCALAR: list[dict] = []  # examples: differences only from how Python scalars promote
 _OUTCOMES: dict[str, dict] = {}  # nodeid -> {"outcome", "message"}
 
 
@@ -152,26 +149,6 @@ def _operand_positions(args: tuple) -> range:
     return range(0, len(args) - len(args) % 2, 2)
 
 
-def _is_python_scalar(x: Any) -> bool:
-    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, numpy.generic)
-
-
-def _weak_scalar_args(args: tuple) -> tuple | None:
-    """The arguments with each Python scalar operand made a 0-d array of the dtype NEP 50 gives
-    it next to the array operands (numpy.einsum itself takes Python scalars through
-    ``asarray``: int64, float64, complex128), or None when there is no Python scalar."""
-    positions = _operand_positions(args)
-    scalars = [k for k in positions if _is_python_scalar(args[k])]
-    if not scalars:
-        return None
-    dtypes = [numpy.asarray(args[k]).dtype for k in positions if k not in scalars]
-    out = list(args)
-    for k in scalars:
-        dt = numpy.result_type(*dtypes, args[k]) if dtypes else numpy.asarray(args[k]).dtype
-        out[k] = numpy.asarray(args[k], dtype=dt)
-    return tuple(out)
-
-
 def _reference(args: tuple, kwargs: dict) -> numpy.ndarray | None:
     try:
         with numpy.errstate(all="ignore"):
@@ -199,15 +176,6 @@ def _compare(entry: str, args: tuple, kwargs: dict, result: Any) -> None:
         "call": _describe(args) + (f" {kwargs}" if kwargs else ""),
         "problem": problem,
     }
-    weak = _weak_scalar_args(args)
-    if weak is not None:
-        ref2 = _reference(weak, kwargs)
-        if ref2 is not None and _problem(got, ref2) is None:
-            # tenloom's rule for Python scalars (weak, NEP 50), not numpy.einsum's (strong)
-            CHECKED["weak-scalar"] += 1
-            if len(WEAK_SCALAR) < 20:
-                WEAK_SCALAR.append(record)
-            return
     CHECKED["mismatch"] += 1
     MISMATCHES.append(record)
 
@@ -586,7 +554,6 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         "tests_calling": len(TESTS_CALLING),
         "checked": dict(CHECKED),
         "mismatches": MISMATCHES,
-        "weak_scalar_examples": WEAK_SCALAR,
         "numpy_rejects_examples": NUMPY_REJECTS,
         "counts": dict(Counter(o["outcome"] for o in outcomes.values())),
         "tests": outcomes,

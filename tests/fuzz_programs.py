@@ -54,7 +54,6 @@ MAX_STEPS = 6
 #: result vs NumPy's, likely code) in the issue's findings. Remove a name to generate it again.
 KNOWN_OPEN: frozenset[str] = frozenset(
     {
-        "clip-without-bounds",  # tl.clip(x, None, None): ShapeError; NumPy 2 returns x
         # a Python int outside an integer array's range where NumPy's loop is not that dtype:
         # int8_array / 2**40 and tl.clip(int8_array, 2**40, 0.5) raise DTypeError (NumPy: float64);
         # tl.where(c, uint8_array, -129) raises (NumPy 2.4 casts unsafely: 127)
