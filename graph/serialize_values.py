@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import reprlib
 import struct
 from typing import Any
 
@@ -181,6 +182,13 @@ def decode_value(j: Any, depth: int = 0) -> Any:
     raise BadFormat(f"unknown tag {short(tag)}")
 
 
+_SHORT = reprlib.Repr()  # bounded work and memory for any value a file holds
+_SHORT.maxlevel = 4
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
+_SHORT.maxstring = _SHORT.maxlong = _SHORT.maxother = 60
+
+
 def short(x: Any) -> str:
-    r = repr(x)
+    """A repr of at most 60 characters, in time and memory bounded whatever ``x`` is."""
+    r = _SHORT.repr(x)
     return r if len(r) <= 60 else r[:57] + "..."
