@@ -40,10 +40,11 @@ _SCALARS = (bool, int, float, complex)
 def _const_node(x: Any, what: str = "asarray") -> Node:
     arr = np.asarray(x)
     if arr.dtype not in _SUPPORTED_SET:
-        if arr.dtype.kind in "iu" and arr.dtype.itemsize <= 4 and arr.dtype != np.uint32:
-            arr = arr.astype(np.int32)  # small integer types widen losslessly
-        elif arr.dtype == np.uint32:
-            arr = arr.astype(np.int64)
+        native = arr.dtype.newbyteorder("=")
+        if not arr.dtype.isnative and native in _SUPPORTED_SET:
+            # a non-native byte order (big-endian) is converted, value for value; this one
+            # case copies, so later in-place changes of ``x`` are not seen
+            arr = arr.astype(native)
         else:
             normalize_dtype(arr.dtype, what)
     return make_node(Op.CONST, (), (Constant(arr),))
@@ -249,6 +250,8 @@ def sign(x):
 
 def conj(x):
     n = lift(x, "conj")
+    if n.dtype.kind == "b":
+        return astype(_t(n), "int8")  # NumPy's conjugate of booleans is int8
     return _t(n) if n.dtype.kind != "c" else _t(make_node(Op.CONJ, (n,)))
 
 
@@ -307,28 +310,80 @@ def minimum(a, b):
     return _binary(Op.MINIMUM, a, b)
 
 
+# op -> (result when a Python int lies above every value of the array's integer dtype, below)
+_BEYOND = {
+    Op.EQ: (False, False),
+    Op.NE: (True, True),
+    Op.LT: (True, False),
+    Op.LE: (True, False),
+    Op.GT: (False, True),
+    Op.GE: (False, True),
+}
+_MIRROR = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE, Op.EQ: Op.EQ, Op.NE: Op.NE}
+_WIDE_INTS = tuple((np.iinfo(d).min, np.iinfo(d).max, np.dtype(d)) for d in ("int64", "uint64"))
+_INT_RANGES: dict[np.dtype, tuple[int, int]] = {}
+
+
+def _int_range(dt: np.dtype) -> tuple[int, int]:
+    r = _INT_RANGES.get(dt)
+    if r is None:
+        info = np.iinfo(dt)
+        r = _INT_RANGES[dt] = (int(info.min), int(info.max))
+    return r
+
+
+def _compare_beyond(op: Op, n: Node, value: int) -> Tensor | None:
+    """``n <op> value`` for a Python int outside the range of n's integer dtype, which NumPy 2
+    compares by its true value (``int32_array < 2**40`` is all True) where arithmetic would
+    raise: the int takes int64 or uint64 when it fits one of them (NumPy compares mixed
+    integer dtypes exactly), else the result follows from its sign alone. None when ``value``
+    fits n's dtype (the ordinary NEP 50 path)."""
+    if n.dtype.kind not in "iu":
+        return None
+    lo, hi = _int_range(n.dtype)
+    if lo <= value <= hi:
+        return None
+    for lo, hi, wide in _WIDE_INTS:
+        if lo <= value <= hi:
+            return _t(make_node(op, (n, full_node((), value, wide, op.value))))
+    return broadcast_to(full((), _BEYOND[op][0 if value > 0 else 1], "bool"), n.shape)
+
+
+def _compare(op: Op, a: Any, b: Any) -> Tensor:
+    """A comparison (NEP 50, with NumPy 2's exact comparison of out-of-range Python ints)."""
+    if type(b) is int and not isinstance(a, _SCALARS):
+        an = lift(a, op.value)
+        out = _compare_beyond(op, an, b)
+        return out if out is not None else _binary(op, _t(an), b)
+    if type(a) is int and not isinstance(b, _SCALARS):
+        bn = lift(b, op.value)
+        out = _compare_beyond(_MIRROR[op], bn, a)
+        return out if out is not None else _binary(op, a, _t(bn))
+    return _binary(op, a, b)
+
+
 def equal(a, b):
-    return _binary(Op.EQ, a, b)
+    return _compare(Op.EQ, a, b)
 
 
 def not_equal(a, b):
-    return _binary(Op.NE, a, b)
+    return _compare(Op.NE, a, b)
 
 
 def less(a, b):
-    return _binary(Op.LT, a, b)
+    return _compare(Op.LT, a, b)
 
 
 def less_equal(a, b):
-    return _binary(Op.LE, a, b)
+    return _compare(Op.LE, a, b)
 
 
 def greater(a, b):
-    return _binary(Op.GT, a, b)
+    return _compare(Op.GT, a, b)
 
 
 def greater_equal(a, b):
-    return _binary(Op.GE, a, b)
+    return _compare(Op.GE, a, b)
 
 
 def bitwise_and(a, b):

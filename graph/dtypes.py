@@ -1,4 +1,10 @@
-"""The dtypes tenloom supports and NumPy-compatible promotion (NEP 50: Python scalars are weak)."""
+"""The dtypes tenloom supports and NumPy-compatible promotion (NEP 50: Python scalars are weak).
+
+Supported: bool, the signed and unsigned integers of 8 to 64 bits, float16/32/64 and
+complex64/128, in native byte order (arrays and dtypes of the other byte order are taken as the
+native dtype, value for value). Object, string, datetime, structured and long double arrays are
+rejected with DTypeError naming the op and these dtypes.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +17,14 @@ SUPPORTED: tuple[np.dtype, ...] = tuple(
     np.dtype(n)
     for n in (
         "bool",
+        "int8",
+        "int16",
         "int32",
         "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
         "float16",
         "float32",
         "float64",
@@ -34,7 +46,9 @@ def normalize_dtype(dtype: Any, op: str = "astype") -> np.dtype:
         dt = np.dtype(dtype)
     except TypeError as e:
         raise DTypeError(f"{op}: {dtype!r} is not a dtype") from e
-    if dt.byteorder == ">" or dt not in _SUPPORTED_SET:
+    if not dt.isnative and dt.newbyteorder("=") in _SUPPORTED_SET:
+        dt = dt.newbyteorder("=")  # a byte order is storage, not a type: the native dtype
+    if dt not in _SUPPORTED_SET:
         names = ", ".join(d.name for d in SUPPORTED)
         raise DTypeError(f"{op}: dtype {dt} is not supported; supported dtypes are {names}")
     try:

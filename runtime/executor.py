@@ -44,14 +44,50 @@ def bind_feed(graph: Graph, feed: dict[Any, Any] | None) -> dict[int, np.ndarray
                 f"to it has shape {fmt_shape(arr.shape)}"
             )
         if arr.dtype != ph.dtype:
-            if not np.can_cast(arr.dtype, ph.dtype, "same_kind"):
-                raise DTypeError(
-                    f"feed: placeholder {name!r} has dtype {ph.dtype} but the array bound to it "
-                    f"has dtype {arr.dtype}"
-                )
-            arr = arr.astype(ph.dtype)
+            arr = feed_cast(by_node[id(ph)], arr, ph.dtype, name)
         bound[id(ph)] = arr
     return bound
+
+
+_KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}  # a weak value converts to its rank or up
+
+
+def feed_cast(value: Any, arr: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
+    """``arr`` (``np.asarray(value)``) converted to a placeholder's ``dtype``, never narrowed.
+
+    A typed value (a NumPy array or scalar, anything with a ``dtype``) converts where NumPy's
+    ``can_cast(..., "safe")`` allows it: int32 into int64 or float64, a big-endian array into
+    its native dtype, but not int64 into int32 or float64 into float32 (cast it yourself with
+    ``astype``). Python scalars and (nested) lists are weak, as NEP 50 takes a Python scalar:
+    they convert to a placeholder of their kind or a wider one (bool -> int -> float -> complex)
+    when every value fits: integers exactly, floats rounding to the placeholder's precision but
+    never overflowing to infinity. Anything else raises DTypeError."""
+    want = f"placeholder {name!r} has dtype {dtype}"
+    if hasattr(value, "dtype"):
+        if not np.can_cast(arr.dtype, dtype, "safe"):
+            raise DTypeError(
+                f"feed: {want} but the array bound to it has dtype {arr.dtype}, which does not "
+                f"convert to it safely (NumPy's casting='safe'); convert it with "
+                f".astype({dtype.name!r}) if its values fit"
+            )
+        return arr.astype(dtype)
+    if _KIND_RANK.get(arr.dtype.kind, 9) > _KIND_RANK[dtype.kind]:
+        raise DTypeError(
+            f"feed: {want} but the value bound to it holds {arr.dtype} values, which do not "
+            f"convert to it"
+        )
+    with np.errstate(all="ignore"):
+        out = arr.astype(dtype)
+        if dtype.kind in "biu":
+            ok = bool(np.all(out == arr))
+        else:
+            ok = bool(np.all(np.isfinite(out) | ~np.isfinite(arr)))
+    if not ok:
+        raise DTypeError(
+            f"feed: {want} but a value bound to it does not fit {dtype} "
+            f"({'out of range' if dtype.kind in 'biu' else 'overflows to infinity'})"
+        )
+    return out
 
 
 def describe(node: Node, device: str) -> str:

@@ -27,8 +27,14 @@ BOOL = np.dtype(bool)
 
 COMPUTE = {
     "bool": "int",
+    "int8": "char",
+    "int16": "short",
     "int32": "int",
     "int64": "long",
+    "uint8": "uchar",
+    "uint16": "ushort",
+    "uint32": "uint",
+    "uint64": "ulong",
     "float16": "float",
     "float32": "float",
     "float64": "double",
@@ -38,8 +44,14 @@ COMPUTE = {
 STORAGE = {**COMPUTE, "bool": "uchar", "float16": "half"}
 # helper-function prefix of each compute type
 PREFIX = {
+    "int8": "i8",
+    "int16": "i16",
     "int32": "i32",
     "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
     "float16": "f32",
     "float32": "f32",
     "float64": "f64",
@@ -110,6 +122,23 @@ inline $T ${P}_mod($T a, $T b) {
 }
 inline $T ${P}_pow($T a, $T b) {
   if (b < 0) return 0;
+  $U r = 1, x = ($U)a;
+  while (b > 0) { if (b & 1) r *= x; x *= x; b >>= 1; }
+  return ($T)r;
+}
+""")
+
+# unsigned integers: C's unsigned arithmetic wraps as NumPy's does (char and short operands are
+# widened to uint first: C would promote them to int, where a product can overflow)
+_UINT_HELPERS = Template("""
+inline $T ${P}_add($T a, $T b) { return ($T)(($U)a + ($U)b); }
+inline $T ${P}_sub($T a, $T b) { return ($T)(($U)a - ($U)b); }
+inline $T ${P}_mul($T a, $T b) { return ($T)(($U)a * ($U)b); }
+inline $T ${P}_neg($T a) { return ($T)(($U)0 - ($U)a); }
+inline $T ${P}_abs($T a) { return a; }
+inline $T ${P}_floordiv($T a, $T b) { return b == 0 ? ($T)0 : ($T)(a / b); }
+inline $T ${P}_mod($T a, $T b) { return b == 0 ? ($T)0 : ($T)(a % b); }
+inline $T ${P}_pow($T a, $T b) {
   $U r = 1, x = ($U)a;
   while (b > 0) { if (b & 1) r *= x; x *= x; b >>= 1; }
   return ($T)r;
@@ -285,8 +314,14 @@ inline float tl_rh(float x) {
 
 
 _LIBRARY = {
+    "i8_": _INT_HELPERS.substitute(T="char", U="uint", P="i8"),
+    "i16_": _INT_HELPERS.substitute(T="short", U="uint", P="i16"),
     "i32_": _INT_HELPERS.substitute(T="int", U="uint", P="i32"),
     "i64_": _INT_HELPERS.substitute(T="long", U="ulong", P="i64"),
+    "u8_": _UINT_HELPERS.substitute(T="uchar", U="uint", P="u8"),
+    "u16_": _UINT_HELPERS.substitute(T="ushort", U="uint", P="u16"),
+    "u32_": _UINT_HELPERS.substitute(T="uint", U="uint", P="u32"),
+    "u64_": _UINT_HELPERS.substitute(T="ulong", U="ulong", P="u64"),
     "f32_": _REAL_HELPERS.substitute(T="float", P="f32"),
     "f64_": _REAL_HELPERS.substitute(T="double", P="f64"),
     # BIG: past it x + hypot(x, y) may overflow; EXPLIM: exp's last safe argument (less a
@@ -350,6 +385,10 @@ def cast(e: str, src: np.dtype, dst: np.dtype) -> str:
         return f"({ct})(({rt})({e}), ({rt})0)"
     if src.kind == "c":
         e = f"({e}).x"
+    if src.kind in "fc" and dst.kind in "iu" and dst.itemsize < 8:
+        # through long, as NumPy's C casts on x86-64 truncate: -1.0 -> 255 for uint8 (C leaves
+        # an out-of-range float-to-int conversion undefined; NumPy warns of those)
+        return f"(({ct})(long)({e}))"
     return f"(({ct})({e}))"
 
 
@@ -383,8 +422,10 @@ def emit(op: Op, attrs: tuple, args: list[tuple[str, np.dtype]], out: np.dtype) 
         (c, cdt), (a, adt), (b, bdt) = args
         return f"(({cast(c, cdt, BOOL)}) ? ({cast(a, adt, out)}) : ({cast(b, bdt, out)}))"
     cdt = operand_dtype(op, [d for _, d in args], out)
+    if op in _CMP and cdt.kind == "f" and all(d.kind in "iu" for _, d in args):
+        return _mixed_int_compare(op, args)
     xs = [cast(e, d, cdt) for e, d in args]
-    k = cdt.kind
+    k = "i" if cdt.kind == "u" else cdt.kind  # unsigned: the same code, their own helpers
     p = PREFIX.get(cdt.name, "")
     a = xs[0]
     b = xs[1] if len(xs) > 1 else None
@@ -458,6 +499,29 @@ def emit(op: Op, attrs: tuple, args: list[tuple[str, np.dtype]], out: np.dtype) 
     if op is Op.IMAG:
         return f"({a}).y" if k == "c" else _zero(out)
     raise DTypeError(f"opencl: no kernel for op {op.value!r}")
+
+
+# a < b for a signed, b unsigned (as long and ulong): the sign decides, then the magnitudes
+_SIGNED_UNSIGNED = {
+    Op.LT: "(({a}) < 0 || (ulong)({a}) < ({b}))",
+    Op.LE: "(({a}) < 0 || (ulong)({a}) <= ({b}))",
+    Op.GT: "(({a}) >= 0 && (ulong)({a}) > ({b}))",
+    Op.GE: "(({a}) >= 0 && (ulong)({a}) >= ({b}))",
+    Op.EQ: "(({a}) >= 0 && (ulong)({a}) == ({b}))",
+    Op.NE: "(({a}) < 0 || (ulong)({a}) != ({b}))",
+}
+_SWAPPED = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE, Op.EQ: Op.EQ, Op.NE: Op.NE}
+
+
+def _mixed_int_compare(op: Op, args: list[tuple[str, np.dtype]]) -> str:
+    """A comparison of a signed with an unsigned integer whose common dtype is float64 (uint64
+    with a signed type): NumPy 2 compares those exactly, not through float64."""
+    (a, adt), (b, bdt) = args
+    if adt.kind == "u":  # the signed operand first
+        op, (a, adt), (b, bdt) = _SWAPPED[op], (b, bdt), (a, adt)
+    i64, u64 = np.dtype("int64"), np.dtype("uint64")
+    expr = _SIGNED_UNSIGNED[op].format(a=cast(a, adt, i64), b=cast(b, bdt, u64))
+    return f"(int){expr}"
 
 
 # exactly commutative in every dtype (IEEE + and * included; complex * adds two products)
