@@ -5,7 +5,8 @@
 A region grows from each elementwise node into its elementwise inputs that have no other
 consumer (so nothing is computed twice), broadcasting included. Regions hold only ops and dtypes
 that the CPU kernel language (numexpr) computes exactly as NumPy does: one arithmetic dtype per
-region (int32, int64, float32, float64 or complex128) plus booleans from comparisons. Regions
+region (int32, int64, float32, float64 or complex128; int8, int16 and the unsigned integers,
+which numexpr lacks, stay op by op) plus booleans from comparisons. Regions
 are capped (MAX_OPS ops, MAX_INPUTS inputs, MAX_CHARS of expression), so a 100,000-node chain
 becomes a chain of fused nodes. Scalars enter as 0-d inputs, never as literals, so numexpr
 cannot promote them.

@@ -4,8 +4,10 @@ chunked through one compiled numexpr call (whose transcendental functions may ro
 differently from NumPy's; complex regions only when numexpr computes them as NumPy does, see
 NUMEXPR_COMPLEX_EXACT), the smallest through NumPy's ufuncs one by one.
 
-Supported dtypes: all of tenloom's (bool, int32, int64, float16, float32, float64, complex64,
-complex128).
+Supported dtypes: all of tenloom's (bool, int8 to int64, uint8 to uint64, float16, float32,
+float64, complex64, complex128). numexpr takes only regions in int32, int64, float32, float64 or
+complex128 (see passes/fuse_elementwise.py); the small and unsigned integers run through NumPy's
+ufuncs, so their results, wraparound included, are NumPy's bit for bit.
 """
 
 from __future__ import annotations

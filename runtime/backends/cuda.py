@@ -7,7 +7,9 @@ everything else runs the op's NumPy reference, which dispatches to CuPy through 
 and kept while their host array lives. Memory comes from CuPy's pool; ``memory_stats`` reports
 its high-water mark.
 
-Supported dtypes: bool, int32, int64, float16, float32, float64, complex64, complex128.
+Supported dtypes: all of tenloom's (bool, int8 to int64, uint8 to uint64, float16, float32,
+float64, complex64, complex128). Fused regions hold only the dtypes of the fusion pass (int32,
+int64, float32, float64, complex128 and bool); the others run op by op through CuPy.
 ROCm: install CuPy's ROCm build (``pip install cupy-rocm-5-0`` or a newer one for your ROCm);
 devices are then named ``rocm:N``. Untested here: no AMD GPU was available.
 """
@@ -60,8 +62,14 @@ template <typename T> __device__ complex<T> tl_div(complex<T> a, complex<T> b) {
 """
 _C_TYPES = {
     "bool": "bool",
+    "int8": "signed char",
+    "int16": "short",
     "int32": "int",
     "int64": "long long",
+    "uint8": "unsigned char",
+    "uint16": "unsigned short",
+    "uint32": "unsigned int",
+    "uint64": "unsigned long long",
     "float16": "float16",
     "float32": "float",
     "float64": "double",

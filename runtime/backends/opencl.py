@@ -31,7 +31,8 @@ own in-order command queue; values crossing queues are ordered by marker events.
 straight from ``clCreateBuffer`` (a pool could hand a buffer to another queue while a kernel
 still reads it), and ``memory_stats`` reports the bytes in use and the high-water mark.
 
-Supported dtypes: bool, int32, int64, float16, float32, float64, complex64, complex128;
+Supported dtypes: bool, int8 to int64, uint8 to uint64 (OpenCL's char/short/int/long and
+their unsigned types), float16, float32, float64, complex64, complex128;
 float64 and complex128 only on devices with ``cl_khr_fp64`` (most Apple GPUs have none): there
 they raise DTypeError. float16 needs no extension (it is stored as half and computed in float).
 """

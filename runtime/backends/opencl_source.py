@@ -6,13 +6,16 @@ Kernels take shapes and strides at run time (a small ``long`` metadata buffer), 
 serves every shape of a given rank and dtype; the backend caches built programs by source.
 
 Value representation inside kernels ("compute types"): bool as ``int`` 0/1 (stored as
-``uchar``), float16 as ``float`` (stored as ``half`` through ``vload_half``/``vstore_half``,
-which need no extension), complex64/complex128 as ``float2``/``double2`` with the helper
-functions below. Every op computes in the dtype NumPy's loop for it uses, so results match
-NumPy: integer arithmetic wraps (done on unsigned types, where C leaves signed overflow
-undefined), integer ``//`` and ``%`` by zero give 0, float ``//``/``%`` follow NumPy's
-``npy_divmod``, ``maximum``/``minimum``/``max``/``min`` propagate NaN, complex numbers order
-lexicographically, and float16 results are rounded to half after every step.
+``uchar``), the integers as their C types (``char`` ... ``long``, ``uchar`` ... ``ulong``),
+float16 as ``float`` (stored as ``half`` through ``vload_half``/``vstore_half``, which need no
+extension), complex64/complex128 as ``float2``/``double2`` with the helper functions below.
+Every op computes in the dtype NumPy's loop for it uses, so results match NumPy: integer
+arithmetic wraps (done on unsigned types, where C leaves signed overflow undefined; char and
+short widened to uint first, as C would promote them to int), signed and unsigned 64-bit
+integers compare exactly (not through float64), integer ``//`` and ``%`` by zero give 0, float
+``//``/``%`` follow NumPy's ``npy_divmod``, ``maximum``/``minimum``/``max``/``min`` propagate
+NaN, complex numbers order lexicographically, and float16 results are rounded to half after
+every step.
 """
 
 from __future__ import annotations
