@@ -452,3 +452,58 @@ def test_opencl_mixed_dtypes(ocl, a, b):
         expected = numpy_result(ref, x, y)
         assert_same(fn(x, y).evaluate(device=ocl), expected, f"{a} {name} {b}")
     assert_same((tl.asarray(x) < 2**40).evaluate(device=ocl), x < 2**40)
+
+
+# ---- CUDA (the device machine) -----------------------------------------------------------------
+
+
+def _cuda_count() -> int:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no CuPy, no driver
+        return 0
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(_cuda_count() == 0, reason="no CUDA GPU present (run on the device machine)")
+@pytest.mark.parametrize("dtype", NEW + ["bool", "int32"])
+def test_cuda_dtypes_match_numpy(dtype):
+    x = special_values(dtype)
+    partners = [dtype, "int8", "int64", "uint64", "float16", "float32"]
+    for b, name in itertools.product(partners, sorted(BINARY)):
+        y = np.roll(special_values(b), 1)[: len(x)]
+        y = np.resize(y, x.shape)
+        if name == "power" and np.result_type(dtype, b).kind in "iu":
+            y = np.abs(y) % 5
+        expected = numpy_result(BINARY[name][1], x, y)
+        if isinstance(expected, type):
+            continue
+        got = BINARY[name][0](x, y).evaluate(device="cuda:0")
+        if expected.dtype.kind in "fc" and name in ("divide", "power"):
+            assert got.dtype == expected.dtype
+            np.testing.assert_allclose(got, expected, rtol=1e-3, equal_nan=True)
+        else:
+            assert_same(got, expected, f"{dtype} {name} {b}")
+    for name in ("sum", "prod", "max", "min"):
+        fn, ref = REDUCTIONS[name]
+        assert_same(fn(x).evaluate(device="cuda:0"), np.asarray(ref(x)), f"{name} {dtype}")
+    # a 0-d array operand is strong (NEP 50): int8 with a 0-d int64 is int64
+    zero_d = np.array(100, np.int64)
+    assert_same((tl.asarray(x) * zero_d).evaluate(device="cuda:0"), x * zero_d)
+    for name in CMP:
+        fn, ref = BINARY[name]
+        for v in (2**40, 2**63, -1):
+            expected = numpy_result(ref, x, v)
+            if isinstance(expected, type):  # bool with a value beyond int64: NumPy raises too
+                with pytest.raises(tl.DTypeError):
+                    fn(x, v)
+                continue
+            assert_same(fn(x, v).evaluate(device="cuda:0"), expected, f"{dtype} {name} {v}")
+    if dtype != "bool":
+        m = x[:8].reshape(2, 4)
+        with np.errstate(all="ignore"):
+            assert_same((tl.asarray(m) @ m.T).evaluate(device="cuda:0"), m @ m.T, dtype)
+            assert_same(tl.einsum("ij,kj->", m, m).evaluate(device="cuda:0"),
+                        np.asarray(np.einsum("ij,kj->", m, m)), dtype)  # fmt: skip

@@ -40,6 +40,8 @@ C_TEMPLATES: dict[Op, str] = {
     Op.INVERT: "(!{0})",
     Op.WHERE: "({0} ? {1} : {2})",
     Op.DIV: "tl_div({0}, {1})",
+    Op.FLOORDIV: "tl_floordiv({0}, {1})",
+    Op.MOD: "tl_mod({0}, {1})",
     Op.MAXIMUM: "((({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))",
     Op.MINIMUM: "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))",
 }
@@ -58,6 +60,37 @@ template <typename T> __device__ complex<T> tl_div(complex<T> a, complex<T> b) {
   }
   T rat = br / bi, scl = T(1) / (bi + br * rat);
   return complex<T>((ar * rat + ai) * scl, (ai * rat - ar) * scl);
+}
+/* floating // and % as NumPy's npy_divmod: CuPy's differ at infinities and signed zeros
+   (-128 // inf: CuPy -0.0, NumPy -1.0; 1 % inf: CuPy nan, NumPy 1.0; H100, CuPy 14) */
+template <typename T> __device__ T tl_divmod(T a, T b, T *modulus) {
+  T mod = fmod(a, b);
+  if (b == 0) { *modulus = mod; return a / b; }
+  T div = (a - mod) / b;
+  if (mod != 0) {
+    if ((b < 0) != (mod < 0)) { mod += b; div -= T(1); }
+  } else {
+    mod = copysign(T(0), b);
+  }
+  T fl;
+  if (div != 0) {
+    fl = floor(div);
+    if (div - fl > T(0.5)) fl += T(1);
+  } else {
+    fl = copysign(T(0), a / b);
+  }
+  *modulus = mod;
+  return fl;
+}
+template <typename T> __device__ T tl_floordiv(T a, T b) {
+  T m;
+  return b == 0 ? a / b : tl_divmod(a, b, &m);
+}
+template <typename T> __device__ T tl_mod(T a, T b) {
+  T m;
+  if (b == 0) return fmod(a, b);
+  tl_divmod(a, b, &m);
+  return m;
 }
 """
 _C_TYPES = {
@@ -191,11 +224,19 @@ class Backend:
             return _on(device, lambda *xs: ctg.array_contract(xs, terms, out, optimize="greedy"))
         if op is Op.FUSED:
             return _on(device, self._fused(node))
-        if op is Op.DIV and node.dtype.kind == "c":  # not CuPy's divide: see FUSED_PREAMBLE
-            dt = node.dtype
-            program = ((Op.DIV, (), (("in", 0), ("in", 1))),)
+        if (op is Op.DIV and node.dtype.kind == "c") or (
+            op in (Op.FLOORDIV, Op.MOD) and node.dtype.kind == "f"
+        ):  # not CuPy's divide, floor_divide, remainder: see FUSED_PREAMBLE
+            out_dt = node.dtype  # float16 computes in float32 and rounds, as NumPy's loops
+            dt = np.dtype("float32") if out_dt == np.float16 else out_dt
+            program = ((op, (), (("in", 0), ("in", 1))),)
             div = self._fused(node, (program, node.shape, dt.str), [dt, dt])
-            return _on(device, lambda a, b: div(a.astype(dt, copy=False), b.astype(dt, copy=False)))
+            return _on(
+                device,
+                lambda a, b: div(a.astype(dt, copy=False), b.astype(dt, copy=False)).astype(
+                    out_dt, copy=False
+                ),
+            )
         if op is Op.SLICED:
             from tenloom.runtime.sliced import sliced_kernel
 
