@@ -71,6 +71,7 @@ def lift(x: Any, what: str = "operand") -> Node:
     raise TypeError(f"{what}: cannot use an object of type {type(x).__name__} as a tensor")
 
 
+_FLOAT64 = np.dtype(np.float64)
 # (dtype of the other operand, type of the Python scalar) -> the scalar's weak dtype
 _WEAK_DTYPES: dict[tuple, np.dtype] = {}
 # exact scalar key -> its 0-d FULL node; scalars recur constantly (x * 0.5 in a loop), and
@@ -91,7 +92,11 @@ def scalar_node(x: Any, other_dtype: np.dtype, op: Any) -> Node:
     """A 0-d leaf for Python scalar ``x`` next to an operand of ``other_dtype`` (NEP 50: weak)."""
     wk = (other_dtype, type(x))
     dt = _WEAK_DTYPES.get(wk)
-    if dt is None:
+    if (op is Op.DIV or op == "div") and other_dtype.kind in "biu" and type(x) in (int, bool):
+        # true division of integers runs NumPy's float64 loop, and the scalar is converted to
+        # that: uint16_array / 2**40 is fine, though 2**40 does not fit uint16
+        dt = _FLOAT64
+    elif dt is None:
         dt = np.result_type(other_dtype, x)
         if dt not in _SUPPORTED_SET:
             dt = np.asarray(x).dtype
@@ -410,6 +415,13 @@ def clip(a, a_min=None, a_max=None) -> Tensor:
     out = a if isinstance(a, Tensor) else asarray(a)
     if a_min is None and a_max is None:
         return out
+    # NumPy's clip runs in the dtype of all three together (a float bound makes an int array
+    # float64 first, where an int bound beyond the int dtype's range is an ordinary bound)
+    bounds = [b for b in (a_min, a_max) if b is not None]
+    if out.dtype.kind in "biu" and any(isinstance(b, (float, complex)) for b in bounds):
+        common = np.result_type(out.dtype, *[b for b in bounds if isinstance(b, _SCALARS)])
+        if common != out.dtype and common in _SUPPORTED_SET:
+            out = astype(out, common)
     if out.dtype.kind in "iu":  # as NumPy 2: an int bound beyond the dtype's range is no bound
         lo, hi = _int_range(out.dtype)
         if type(a_min) is int and a_min < lo:

@@ -507,3 +507,34 @@ def test_cuda_dtypes_match_numpy(dtype):
             assert_same((tl.asarray(m) @ m.T).evaluate(device="cuda:0"), m @ m.T, dtype)
             assert_same(tl.einsum("ij,kj->", m, m).evaluate(device="cuda:0"),
                         np.asarray(np.einsum("ij,kj->", m, m)), dtype)  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int32", "uint64"])
+def test_out_of_range_python_int_where_numpys_loop_is_float(dtype):
+    """True division of integers runs NumPy's float64 loop, and clip with a float bound runs in
+    float64: a Python int beyond the integer dtype's range is an ordinary operand there."""
+    a = np.array([1, 0], dtype=dtype)
+    for got, want in [
+        ((tl.asarray(a) / 2**40).evaluate(), a / 2**40),
+        (tl.divide(a, -(2**65)).evaluate(), np.divide(a, -(2**65))),
+    ]:
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    if dtype != "bool":
+        with np.errstate(divide="ignore"):
+            want = 2**70 / a
+        got = (2**70 / tl.asarray(a)).evaluate()
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        got = tl.clip(a, 2**40, 0.5).evaluate()
+        want = np.clip(a, 2**40, 0.5)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_where_refuses_an_out_of_range_python_int():
+    """A design difference (docs/reliability.md): NumPy 2 casts the scalar unsafely
+    (np.where(c, uint8_array, -129) holds 127); tenloom refuses it at trace time."""
+    a = np.array([1, 2], dtype=np.uint8)
+    with pytest.raises(tl.DTypeError, match="-129"):
+        tl.where(tl.asarray(a) > 1, a, -129)
