@@ -68,7 +68,7 @@ def lift(x: Any, what: str = "operand") -> Node:
         return full_node((), x, np.asarray(x).dtype)
     if isinstance(x, (np.ndarray, np.generic, list, tuple)):
         return _const_node(x, what)
-    raise TypeError(f"{what}: cannot use an object of type {type(x).__name__} as a tensor")
+    raise DTypeError(f"{what}: cannot use an object of type {type(x).__name__} as a tensor")
 
 
 _FLOAT64 = np.dtype(np.float64)

@@ -54,3 +54,8 @@ def fmt_shape(shape: tuple[int, ...]) -> str:
 
 class IndexingError(TenloomError, TypeError):
     """An index kind tenloom does not trace (advanced indexing with arrays, lists or bools)."""
+
+
+class ConcretizationError(TenloomError, TypeError):
+    """A lazy Tensor was asked for a Python value it only has once evaluated (``bool(t)``,
+    ``len()`` of a 0-d Tensor); also a TypeError, as NumPy raises for unsized objects."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from tenloom.graph.errors import ConcretizationError
 from tenloom.graph.node import Node
 
 
@@ -53,11 +54,11 @@ class Tensor:
 
     def __len__(self) -> int:
         if not self.node.shape:
-            raise TypeError("len() of a 0-d Tensor")
+            raise ConcretizationError("len() of a 0-d Tensor")
         return self.node.shape[0]
 
     def __bool__(self) -> bool:
-        raise TypeError(
+        raise ConcretizationError(
             "the truth value of a lazy Tensor is unknown until it is evaluated; "
             "use t.evaluate() (and .any()/.all() on the result)"
         )

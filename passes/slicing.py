@@ -16,7 +16,7 @@ import re
 import threading
 
 import numpy as np
-from tenloom.graph.errors import MemoryLimitError, fmt_shape
+from tenloom.graph.errors import MemoryLimitError, OptionError, fmt_shape
 from tenloom.graph.ops_sliced import slice_peak_bytes
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
@@ -33,9 +33,9 @@ def parse_bytes(limit) -> int:
         if m and m.group(2).lower() in _UNITS:
             value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     if value is None:
-        raise ValueError(f"memory_limit={limit!r} is not a size like 1000000 or '4GiB'")
+        raise OptionError(f"memory_limit={limit!r} is not a size like 1000000 or '4GiB'")
     if value < 1:
-        raise ValueError(f"memory_limit={limit!r} must be at least one byte")
+        raise OptionError(f"memory_limit={limit!r} must be at least one byte")
     return value
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import tenloom.passes as _passes
 from tenloom.graph.api import lift
-from tenloom.graph.errors import MemoryLimitError, fmt_shape
+from tenloom.graph.errors import MemoryLimitError, OptionTypeError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.tensor import Tensor
 from tenloom.passes import run_pipeline
@@ -236,7 +236,7 @@ def slicing_context(names: list[str], client: Any, limit: int | None) -> Iterato
     from tenloom.runtime.sliced import CONTEXT, SliceContext
 
     if client is not None and not hasattr(client, "submit"):
-        raise TypeError(f"evaluate: scheduler={client!r} is not a dask.distributed.Client")
+        raise OptionTypeError(f"evaluate: scheduler={client!r} is not a dask.distributed.Client")
     backends = tuple(get_backend(*parse_device(n)) for n in names) if len(names) > 1 else ()
     token = CONTEXT.set(SliceContext(backends, client, limit, names[0]))
     try:

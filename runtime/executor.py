@@ -11,7 +11,13 @@ import weakref
 from typing import Any
 
 import numpy as np
-from tenloom.graph.errors import DTypeError, EvaluationError, ShapeError, fmt_shape
+from tenloom.graph.errors import (
+    DTypeError,
+    EvaluationError,
+    OptionTypeError,
+    ShapeError,
+    fmt_shape,
+)
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op, as_array
@@ -27,7 +33,7 @@ def bind_feed(graph: Graph, feed: dict[Any, Any] | None) -> dict[int, np.ndarray
     for key, value in feed.items():
         node = getattr(key, "node", key)
         if not isinstance(node, Node) or node.op is not Op.PLACEHOLDER:
-            raise TypeError(f"feed: key {key!r} is not a placeholder")
+            raise OptionTypeError(f"feed: key {key!r} is not a placeholder")
         by_node[id(node)] = value
     bound: dict[int, np.ndarray] = {}
     for ph in graph.placeholders:

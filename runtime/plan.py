@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tenloom.graph.errors import ShapeError, TenloomError
+from tenloom.graph.errors import DTypeError, ShapeError, TenloomError
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
@@ -386,7 +386,9 @@ def _flatten(out: Any) -> tuple[list, Callable[[list], Any]]:
             return type(out)(out_items)
 
         return leaves, rebuild
-    raise TypeError(f"function: return Tensors in tuples, lists or dicts, not {type(out).__name__}")
+    raise DTypeError(
+        f"function: return Tensors in tuples, lists or dicts, not {type(out).__name__}"
+    )
 
 
 __all__ = ["Plan", "compile", "function", "load", "save", "Node"]

@@ -76,6 +76,7 @@ from tenloom.graph.api import (
     zeros,
 )
 from tenloom.graph.errors import (
+    ConcretizationError,
     DeviceError,
     DTypeError,
     EvaluationError,

@@ -412,3 +412,34 @@ def test_threads_and_memory_limit_are_accepted_or_refused_up_front(value):
         np.testing.assert_array_equal(small.evaluate(memory_limit=value), 2.0)
     except tl.MemoryLimitError:
         assert limit < 4096  # too small for the arrays themselves: refused, not wrong
+
+
+# ---- every input error is a TenloomError (also the builtin type NumPy raises) ----------------
+
+
+def test_protocol_and_input_errors_are_typed():
+    t = tl.asarray(np.ones(3))
+    s = tl.sum(t)
+    with pytest.raises(tl.ConcretizationError) as e:
+        bool(t > 1)
+    assert isinstance(e.value, TypeError)
+    with pytest.raises(tl.ConcretizationError, match="0-d"):
+        len(s)
+    with pytest.raises(tl.DTypeError, match="object"):
+        tl.exp(object())
+    with pytest.raises(tl.OptionTypeError, match="feed: key"):
+        from tenloom.graph.graph import Graph
+        from tenloom.runtime.executor import bind_feed
+
+        bind_feed(Graph((t.node,)), {"x": 1.0})
+
+    @tl.function
+    def f(x):
+        return {1, 2}
+
+    with pytest.raises(tl.DTypeError, match="return Tensors"):
+        f(np.ones(2))
+    with pytest.raises(tl.OptionError, match="memory_limit"):
+        from tenloom.passes.slicing import parse_bytes
+
+        parse_bytes("lots")
