@@ -164,7 +164,7 @@ def _where(node, y, xs, ts):
 
 def _prod(node, y, xs, ts):
     axes, keepdims = node.attrs
-    return T.sum(ts[0] * prod_others(node, xs[0], y), axes, keepdims=keepdims)
+    return T.sum(ts[0] * prod_others(node, xs[0]), axes, keepdims=keepdims)
 
 
 def _extreme(node, y, xs, ts):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenloom.graph import api
-from tenloom.graph.autodiff import jvp_nodes, vjp_nodes
+from tenloom.graph.autodiff import check_differentiable, jvp_nodes, vjp_nodes
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.tensor import Tensor
@@ -79,12 +79,19 @@ def _lift_matching(fn: str, what: str, values: list, of: str, targets: list) -> 
     return nodes
 
 
+def _check_wrt(what: str, inputs: Any) -> None:
+    """DTypeError, before any work, for an integer or boolean tensor differentiated against."""
+    ins, _ = _as_list(inputs)
+    check_differentiable(what, [api.lift(t, what) for t in ins])
+
+
 def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
     """Input cotangents J^H c for output cotangents ``cotangents`` (lazy Tensors).
 
     ``optimize=`` chooses the forward trees' search; ``memory_limit=`` slices networks whose
     tree does not fit, so that forward and reverse sweeps run slice by slice within it."""
     o = _check("vjp", opts)
+    _check_wrt("vjp", inputs)
     outs, single_out = _as_list(outputs)
     ins, single_in = _as_list(inputs)
     cts, _ = _as_list(cotangents)
@@ -115,6 +122,7 @@ def grad(loss: Tensor, inputs: Any, **opts: Any) -> Any:
     """Gradient of a real scalar ``loss`` with respect to each of ``inputs`` (lazy Tensors);
     options as for ``vjp``."""
     o = _check("grad", opts)
+    _check_wrt("grad", inputs)
     if loss.shape != ():
         raise ShapeError(f"grad: the loss must be a scalar, got shape {fmt_shape(loss.shape)}")
     if loss.dtype.kind != "f":
@@ -124,6 +132,7 @@ def grad(loss: Tensor, inputs: Any, **opts: Any) -> Any:
 
 def value_and_grad(loss: Tensor, inputs: Any, **opts: Any) -> tuple[Tensor, Any]:
     o = _check("value_and_grad", opts)
+    _check_wrt("value_and_grad", inputs)
     return loss, grad(loss, inputs, **o.given)
 
 
@@ -138,6 +147,7 @@ def jvp(outputs: Any, inputs: Any, tangents: Any, **opts: Any) -> Any:
     and each one's tangent is one network sliced the same way that carries the tangents through
     the tree slice by slice."""
     o = _check("jvp", opts)
+    _check_wrt("jvp", inputs)
     outs, single_out = _as_list(outputs)
     ins, _ = _as_list(inputs)
     tans, _ = _as_list(tangents)
@@ -158,6 +168,7 @@ def hvp(
     """Hessian-vector products: the gradient of <grad(loss), v>, one vector per input (of its
     shape); options as for ``grad`` (both sweeps use them)."""
     o = _check("hvp", opts)
+    _check_wrt("hvp", inputs)
     inputs = list(inputs)
     vs = [Tensor(v) for v in _lift_matching("hvp", "vector", list(vectors), "input", inputs)]
     g = grad(loss, inputs, **o.given)
