@@ -23,12 +23,15 @@ for a longer run::
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from helpers import assert_close, random_array
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 from tenloom.graph.graph import Graph
+from tenloom.graph.node import make_node
 from tenloom.graph.ops import Op
 from tenloom.graph.traverse import toposort
 from tenloom.passes import merge_contractions as merge_module
@@ -80,6 +83,23 @@ def test_chain_gradient_value():
 # ---- strided slices: a scatter, not a selection matrix -------------------------------------
 
 
+def _devices() -> list:
+    """The CPU, and the OpenCL and CUDA devices present (OpenCL always under CI)."""
+    out = ["cpu"]
+    try:
+        kinds = {d.kind for d in tl.devices()}
+    except Exception:  # pragma: no cover - discovery itself is tested elsewhere
+        kinds = set()
+    if "opencl" in kinds or os.environ.get("CI") == "true":
+        out.append(pytest.param("opencl:0", marks=pytest.mark.opencl))
+    if "cuda" in kinds:
+        out.append(pytest.param("cuda:0", marks=pytest.mark.cuda))
+    return out
+
+
+DEVICES = _devices()
+
+
 def _largest_bytes(t: tl.Tensor) -> int:
     """The largest node (constants included) of the traced and of the optimized graph."""
     graph, _ = run_pipeline(Graph((t.node,)))
@@ -87,6 +107,7 @@ def _largest_bytes(t: tl.Tensor) -> int:
     return max(n.nbytes for n in nodes)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(
     "shape, key",
     [
@@ -97,7 +118,7 @@ def _largest_bytes(t: tl.Tensor) -> int:
         ((50, 60), np.s_[-7:-6:-1, :]),  # an empty selection
     ],
 )
-def test_strided_slice_gradient_is_a_scatter(shape, key):
+def test_strided_slice_gradient_is_a_scatter(shape, key, device):
     rng = np.random.default_rng(0)
     xv = rng.standard_normal(shape)
     x = tl.placeholder(shape, name="x")
@@ -106,8 +127,7 @@ def test_strided_slice_gradient_is_a_scatter(shape, key):
     assert any(n.op is Op.SLICE_SCATTER for n in toposort([g.node]))
     want = np.zeros(shape)
     want[key] = 3.0 * np.cos(xv[key])
-    for device in ("cpu", "opencl"):
-        assert_close(g.evaluate(feed={x: xv}, device=device), want)
+    assert_close(g.evaluate(feed={x: xv}, device=device), want)
 
 
 def test_second_order_through_a_strided_slice():
@@ -119,6 +139,26 @@ def test_second_order_through_a_strided_slice():
     want = np.zeros(9)
     want[::-2] = 6.0 * xv[::-2] * v[::-2]
     assert_close(h.evaluate(feed={x: xv}), want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["bool", "int32", "float32", "complex64", "complex128"])
+@pytest.mark.parametrize(
+    "spec, target",
+    [
+        (((5, -1, -2), (1, 6, 2), (1, 2, 1)), (7, 6, 2)),  # [5::-2, 1:6:2, 1:2]
+        (((6, 1, -4), (0, 0, 1)), (7, 3)),  # [6:1:-4, empty]
+        ((), ()),
+    ],
+)
+def test_slice_scatter_on_every_backend(spec, target, dtype, device):
+    """The op itself: zeros of ``target`` with the operand at the basic index ``spec``."""
+    key = tuple(slice(a, None if b < 0 else b, c) for a, b, c in spec)
+    v = random_array(np.random.default_rng(3), np.zeros(target)[key].shape, dtype)
+    node = make_node(Op.SLICE_SCATTER, (tl.asarray(v).node,), (spec, target))
+    want = np.zeros(target, dtype)
+    want[key] = v
+    assert_close(tl.Tensor(node).evaluate(device=device), want)
 
 
 # ---- prod at zeros ---------------------------------------------------------------------------
