@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from tenloom.graph import api as T
 from tenloom.graph import (  # noqa: F401  (the ops must be defined before rules attach)
     ops_contract,
@@ -197,14 +196,17 @@ def _broadcast(node, y, xs, g):
     return (unbroadcast(g, xs[0].shape),)
 
 
+def _scatter(g: Tensor, spec: tuple, shape: tuple) -> Tensor:
+    """``g`` written into zeros of ``shape`` at the basic index ``spec`` (SLICE_SCATTER)."""
+    if all(s == (0, n, 1) for s, n in zip(spec, shape)):  # every axis whole, in order
+        return g
+    return Tensor(make_node(Op.SLICE_SCATTER, (g.node,), (spec, tuple(shape))))
+
+
 def _slice(node, y, xs, g):
     """Scatter the cotangent back into zeros of the input's shape (memory of the input's
     size, whatever the steps)."""
-    (x,) = xs
-    spec = node.attrs[0]
-    if all(s == (0, n, 1) for s, n in zip(spec, x.shape)):  # every axis whole, in order
-        return (g,)
-    return (Tensor(make_node(Op.SLICE_SCATTER, (g.node,), (spec, x.shape))),)
+    return (_scatter(g, node.attrs[0], xs[0].shape),)
 
 
 def _slice_scatter(node, y, xs, g):
@@ -223,35 +225,31 @@ def _concat(node, y, xs, g):
     return tuple(out)
 
 
-def _diag_selection(n1: int, n2: int, offset: int, length: int, dtype) -> Tensor:
-    e = np.zeros((n1, n2, length), dtype=dtype)
-    d = np.arange(length)
-    e[d + max(0, -offset), d + max(0, offset), d] = 1
-    return T.asarray(e)
-
-
 def _diagonal(node, y, xs, g):
+    """The diagonal's entry d sits at row d (offset >= 0) or column d (offset < 0): g padded
+    with zeros to that axis's length, times the offset identity (memory of the input's size;
+    a dense (n1, n2, length) selection tensor was cubic)."""
     (x,) = xs
     offset, a1, a2 = node.attrs
-    e = _diag_selection(x.shape[a1], x.shape[a2], offset, y.shape[-1], g.dtype)
+    n1, n2 = x.shape[a1], x.shape[a2]
+    along, n = (a1, n1) if offset >= 0 else (a2, n2)
+    length = y.shape[-1]
+    whole = tuple((0, s, 1) for s in g.shape[:-1])
+    spec = whole + (((0, length, 1),) if length else ((0, 0, 1),))
+    padded = _scatter(g, spec, g.shape[:-1] + (n,))
     nd = x.ndim
     rest = [i for i in range(nd) if i not in (a1, a2)]
-    g_labels = rest + [nd]
-    return (T.einsum(g, g_labels, e, [a1, a2, nd], list(range(nd))),)
+    eye = T.eye(n1, n2, offset, dtype=g.dtype)
+    return (T.einsum(padded, rest + [along], eye, [a1, a2], list(range(nd))),)
 
 
 def _trace(node, y, xs, g):
     (x,) = xs
     offset, a1, a2 = node.attrs
-    from tenloom.graph.ops_movement import diagonal_len
-
-    length = diagonal_len(x.shape[a1], x.shape[a2], offset)
-    e = np.zeros((x.shape[a1], x.shape[a2]), dtype=g.dtype)
-    d = np.arange(length)
-    e[d + max(0, -offset), d + max(0, offset)] = 1
+    eye = T.eye(x.shape[a1], x.shape[a2], offset, dtype=g.dtype)
     nd = x.ndim
     rest = [i for i in range(nd) if i not in (a1, a2)]
-    return (T.einsum(g, rest, T.asarray(e), [a1, a2], list(range(nd))),)
+    return (T.einsum(g, rest, eye, [a1, a2], list(range(nd))),)
 
 
 def _einsum(node, y, xs, g):

@@ -4,16 +4,18 @@
   builds it once (it built networks of 1, 2, ..., n operands: quadratic compile time), and the
   order pass takes it left to right without searching.
 * A strided slice's cotangent is a SLICE_SCATTER into zeros (it was a dense n x m selection
-  matrix per axis): the gradient graph's nodes are of the input's size.
+  matrix per axis), a diagonal's the offset identity times the padded cotangent (it was a
+  dense (n1, n2, length) tensor): the gradient graph's nodes are of the input's size.
 * ``prod``'s derivative is the product of the other elements, also at zeros (it divided by x).
 * Differentiating with respect to an integer or boolean input is a DTypeError naming it.
 
 The fuzzer draws random differentiable programs (elementwise ops with broadcasting, reductions
 with axis/keepdims, slices with negative steps, reshape/transpose/concatenate/where/maximum/clip,
-einsum with repeated and lone indices; float64 and complex128) and checks reverse mode, forward
-mode and Hessian-vector products against central finite differences. Complex values follow
-PyTorch's convention (tests/test_autodiff.py): for a real loss L the gradient is dL/dRe +
-i dL/dIm, so along a direction d, dL = Re(vdot(g, d)). A failure prints the program as Python.
+diagonals and traces with offsets, einsum with repeated and lone indices; float64 and
+complex128) and checks reverse mode, forward mode and second order (hvp, jvp of the gradient)
+against central finite differences. Complex values follow PyTorch's convention
+(tests/test_autodiff.py): for a real loss L the gradient is dL/dRe + i dL/dIm, so along a
+direction d, dL = Re(vdot(g, d)). A failure prints the program as Python.
 
 Budget: ``ci`` (the default profile) runs a fixed number of examples in well under a minute;
 for a longer run::
@@ -129,6 +131,27 @@ def test_strided_slice_gradient_is_a_scatter(shape, key, device):
     want = np.zeros(shape)
     want[key] = 3.0 * np.cos(xv[key])
     assert_close(g.evaluate(feed={x: xv}, device=device), want)
+
+
+@pytest.mark.parametrize("offset, axes", [(3, (0, 1)), (-2, (1, 0)), (1, (2, 0)), (0, (0, 1))])
+def test_diagonal_gradient_is_of_the_input_size(offset, axes):
+    """The same class for diagonals: their cotangent was a contraction with a dense
+    (n1, n2, length) selection tensor (cubic), it is the offset identity times the padded
+    cotangent."""
+    rng = np.random.default_rng(5)
+    shape = (120, 100, 3)
+    xv = rng.standard_normal(shape)
+    x = tl.placeholder(shape, name="x")
+    d = tl.diagonal(x, offset, *axes)
+    w = rng.standard_normal(d.shape)
+    (g,) = tl.grad(tl.sum(d * d * w), [x])
+    assert _largest_bytes(g) <= xv.nbytes
+    want = np.zeros(shape)
+    index = np.diagonal(np.arange(xv.size).reshape(shape), offset, *axes)
+    want.reshape(-1)[index.reshape(-1)] = (
+        2 * np.diagonal(xv, offset, *axes).reshape(-1) * w.reshape(-1)
+    )
+    assert_close(g.evaluate(feed={x: xv}), want)
 
 
 def test_second_order_through_a_strided_slice():
@@ -314,6 +337,7 @@ KINDS = [
     "slice",
     "reshape",
     "broadcast",
+    "diagonal",
     "transpose",
     "concat",
     "einsum",
@@ -426,6 +450,13 @@ def step(draw, prog: Program):
         lead = draw(st.integers(1, 3))
         shape = (lead, *(draw(st.integers(1, 3)) if n == 1 else n for n in a.shape))
         return f"tl.broadcast_to({na}, {shape})"
+    if kind == "diagonal":
+        if a.ndim < 2:
+            return None
+        a1, a2 = draw(st.permutations(range(a.ndim)))[:2]
+        offset = draw(st.integers(-a.shape[a1], a.shape[a2]))
+        fn = draw(st.sampled_from(["diagonal", "trace"]))
+        return f"tl.{fn}({na}, {offset}, {a1}, {a2})"
     if kind == "transpose":
         perm = draw(st.permutations(range(a.ndim)))
         return f"tl.transpose({na}, {tuple(perm)})"
