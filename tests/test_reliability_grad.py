@@ -298,7 +298,7 @@ def test_loss_must_be_a_real_scalar():
 
 # ---- the gradient fuzzer -----------------------------------------------------------------------
 
-MAX_STEPS = 6
+MAX_STEPS = 8
 MAX_SIZE = 256  # elements of any value: keeps einsum's outer products small
 EPS = 1e-6
 # twice the profile's budget (``ci``: 600 programs, about 15 s; ``slow``: 6000)
@@ -502,7 +502,7 @@ def programs(draw):
         st.lists(st.lists(st.integers(1, 4), max_size=3).map(tuple), min_size=1, max_size=3)
     )
     prog = Program(shapes, dtype)
-    for _ in range(draw(st.integers(1, MAX_STEPS))):
+    for _ in range(draw(st.integers(2, MAX_STEPS))):
         for _attempt in range(5):
             expr = draw(step(prog))
             if expr is not None and prog.add(expr):
