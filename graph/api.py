@@ -414,6 +414,8 @@ def clip(a, a_min=None, a_max=None) -> Tensor:
     """``minimum(maximum(a, a_min), a_max)``; either bound may be None (both: ``a``, as NumPy 2)."""
     out = a if isinstance(a, Tensor) else asarray(a)
     if a_min is None and a_max is None:
+        if out.dtype.kind == "b":  # NumPy runs np.positive then, which has no bool loop
+            raise DTypeError("clip: a bool array with both bounds None (NumPy has no loop)")
         return out
     # NumPy's clip runs in the dtype of all three together (a float bound makes an int array
     # float64 first, where an int bound beyond the int dtype's range is an ordinary bound)

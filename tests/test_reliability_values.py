@@ -119,7 +119,7 @@ def test_dmrg_like_sweep_updates_tensors_in_place(device):
     """A sweep rewrites each site tensor in place (``A[:] = new``) and rebuilds the norm lazily
     after every update: each evaluation must see every update made so far."""
     mps = _mps(5, 2, 3, np.float32)
-    for sweep in range(2):
+    for _sweep in range(2):
         for k in range(len(mps)):
             mps[k][...] = RNG.standard_normal(mps[k].shape).astype(np.float32)
             mps[k] /= np.linalg.norm(mps[k])
@@ -144,7 +144,7 @@ def test_tebd_like_gate_loop_writes_back_in_place(device):
     np.testing.assert_allclose(psi, ref, rtol=1e-4, atol=1e-6)
 
 
-# ---- what a compiled plan captures -----------------------------------------------------------------
+# ---- what a compiled plan captures -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -174,7 +174,7 @@ def test_function_captures_closed_over_arrays_at_first_trace():
     np.testing.assert_allclose(f(v), [4.0, 4.0])  # traced once per signature, as jax.jit
 
 
-# ---- frozen constants keep their fast paths ---------------------------------------------------------
+# ---- frozen constants keep their fast paths ---------------------------------------------------
 
 
 def test_is_frozen_follows_the_base_chain():

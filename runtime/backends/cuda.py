@@ -111,11 +111,36 @@ _C_TYPES = {
 }
 
 
+_BOOL_RESULT = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.AND, Op.OR, Op.INVERT})
+_LOGIC = frozenset({Op.AND, Op.OR, Op.INVERT})
+
+
 def fused_source(program: tuple, in_dtypes: list[np.dtype], out_dtype: np.dtype):
-    """(in_params, out_params, body) of an ElementwiseKernel computing the program."""
+    """(in_params, out_params, body) of an ElementwiseKernel computing the program.
+
+    A region mixes bool values (inputs, comparisons) into arithmetic of one dtype; C promotes
+    bool for real types, but thrust's complex has no operator taking a bool: in a complex
+    region a bool operand of an arithmetic op or comparison is converted first, as NumPy casts
+    it to the loop's dtype."""
+    arith = [dt for dt in (*in_dtypes, out_dtype) if dt != np.bool_]
+    to_complex = None
+    if arith and arith[0].kind == "c":
+        real = "float" if arith[0].itemsize == 8 else "double"
+        to_complex = f"{_C_TYPES[arith[0].name]}(({real})({{}}))"
     lines = []
+    is_bool: list[bool] = []
     for j, (op, _attrs, args) in enumerate(program):
-        parts = [f"in{i}" if kind == "in" else f"v{i}" for kind, i in args]
+        parts, bools = [], []
+        for kind, i in args:
+            parts.append(f"in{i}" if kind == "in" else f"v{i}")
+            bools.append(in_dtypes[i] == np.bool_ if kind == "in" else is_bool[i])
+        if to_complex is not None and op not in _LOGIC:
+            first = 1 if op is Op.WHERE else 0  # where's condition stays bool
+            parts = [
+                to_complex.format(p) if b and k >= first else p
+                for k, (p, b) in enumerate(zip(parts, bools))
+            ]
+        is_bool.append(op in _BOOL_RESULT or (op is Op.WHERE and all(bools[1:])))
         lines.append(f"auto v{j} = {C_TEMPLATES[op].format(*parts)};")
     lines.append(f"out = v{len(program) - 1};")
     in_params = ", ".join(f"{dt.name} in{i}" for i, dt in enumerate(in_dtypes))

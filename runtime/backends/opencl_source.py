@@ -333,7 +333,12 @@ _LIBRARY = {
         T="float", T2="float2", P="c64", BIG="1.4e38", EXPLIM="88.0", TINY="1e-18", KTINY=80
     ),
     "c128_": _COMPLEX_HELPERS.substitute(
-        T="double", T2="double2", P="c128", BIG="7.4e307", EXPLIM="709.0", TINY="1e-150",
+        T="double",
+        T2="double2",
+        P="c128",
+        BIG="7.4e307",
+        EXPLIM="709.0",
+        TINY="1e-150",
         KTINY=600,
     ),
     "tl_rh(": _HALF_ROUND,
