@@ -158,3 +158,13 @@ def test_slices_on_two_streams_of_one_gpu():
     got = y.evaluate(device="cuda:0", optimize="greedy", memory_limit="400 KB", threads=2)
     np.testing.assert_allclose(got, expected, rtol=1e-10)
     assert LAST_RUN.workers == ["cuda:0", "cuda:0"]
+
+
+def test_fused_region_mixing_bool_into_complex():
+    """thrust's complex has no operator with bool: the generated kernel converts the bool
+    operands (bool + complex128 failed to compile; found by the differential fuzzer)."""
+    b = np.array([[True], [False]])
+    z = np.array([1 + 2j, -3j])
+    t = (tl.asarray(b) + tl.asarray(z)) * 2 + (tl.asarray(b) == tl.asarray(z))
+    for device in ("cuda:0", "cpu"):
+        np.testing.assert_array_equal(t.evaluate(device=device), (b + z) * 2 + (b == z))
