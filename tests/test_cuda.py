@@ -168,3 +168,17 @@ def test_fused_region_mixing_bool_into_complex():
     t = (tl.asarray(b) + tl.asarray(z)) * 2 + (tl.asarray(b) == tl.asarray(z))
     for device in ("cuda:0", "cpu"):
         np.testing.assert_array_equal(t.evaluate(device=device), (b + z) * 2 + (b == z))
+
+
+def test_complex_ordering_is_numpys():
+    """NumPy orders complex numbers by real part, then imaginary part (a NaN imaginary part
+    makes the real-part test false); CuPy's comparisons differed (True > 1+0j was True)."""
+    vals = [0.0, 1.0, -2.5, np.nan, np.inf]
+    z = np.array([complex(a, b) for a in vals for b in vals])
+    x, y = (a.ravel() for a in np.meshgrid(z, z))
+    b = np.array([True, False] * (x.size // 2))
+    for f in (np.less, np.less_equal, np.greater, np.greater_equal):
+        got = getattr(tl, f.__name__)(tl.asarray(x), tl.asarray(y)).evaluate(device="cuda:0")
+        np.testing.assert_array_equal(got, f(x, y), err_msg=f.__name__)
+        got = getattr(tl, f.__name__)(tl.asarray(b), tl.asarray(y)).evaluate(device="cuda:0")
+        np.testing.assert_array_equal(got, f(b, y), err_msg=f.__name__)

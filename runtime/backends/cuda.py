@@ -111,6 +111,18 @@ _C_TYPES = {
 }
 
 
+# NumPy's order of complex numbers (its CLT/CLE/CGT/CGE): by real part, then imaginary part; a
+# NaN in either imaginary part makes the real-part test false
+_ORDERED = "(x.real() {0} y.real() && x.imag() == x.imag() && y.imag() == y.imag())"
+_COMPLEX_ORDER = {
+    op: f"out = {_ORDERED.format(strict)} || (x.real() == y.real() && x.imag() {c} y.imag());"
+    for op, strict, c in (
+        (Op.LT, "<", "<"),
+        (Op.LE, "<", "<="),
+        (Op.GT, ">", ">"),
+        (Op.GE, ">", ">="),
+    )
+}
 _BOOL_RESULT = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.AND, Op.OR, Op.INVERT})
 _LOGIC = frozenset({Op.AND, Op.OR, Op.INVERT})
 
@@ -262,12 +274,26 @@ class Backend:
                     out_dt, copy=False
                 ),
             )
+        if op in _COMPLEX_ORDER and any(i.dtype.kind == "c" for i in node.inputs):
+            # NumPy's lexicographic order of complex numbers (CuPy's comparisons differ: True >
+            # 1+0j came out True on an H100), in one generated kernel
+            dt = np.result_type(*[i.dtype for i in node.inputs])
+            cmp = self._complex_compare(op)
+            return _on(device, lambda a, b: cmp(a.astype(dt, copy=False), b.astype(dt, copy=False)))
         if op is Op.SLICED:
             from tenloom.runtime.sliced import sliced_kernel
 
             return sliced_kernel(node, self)
         ref, attrs = OPS[op].ref, node.attrs
         return _on(device, lambda *xs: ref(xs, attrs))
+
+    def _complex_compare(self, op: Op):
+        kern = self._kernels.get(op)
+        if kern is None:
+            kern = self._kernels[op] = cp.ElementwiseKernel(
+                "T x, T y", "bool out", _COMPLEX_ORDER[op], f"tenloom_complex_{op.value}"
+            )
+        return kern
 
     def _fused(self, node: Node, attrs=None, in_dtypes=None):
         program, shape, dt = node.attrs if attrs is None else attrs
