@@ -261,15 +261,20 @@ def einsum(
     optimize: Any = False,
 ) -> Any:
     """``numpy.einsum``'s signature, computed by tenloom."""
-    _count("numpy.einsum")
+    return _route("numpy.einsum", operands, out, dtype, order, casting, optimize, "greedy")
+
+
+def _route(entry, operands, out, dtype, order, casting, optimize, default) -> Any:
+    """One einsum call through tenloom, checked against numpy.einsum (``entry`` names it)."""
+    _count(entry)
     _check_out(out)
     _check_order(order)
     _check_casting(casting)
-    option = _optimize_option(optimize, "greedy")
+    option = _optimize_option(optimize, default)
     args = operands if dtype is None else _cast_operands(operands, dtype, casting)
     result = tl.einsum(*args).evaluate(optimize=option)
     ref_kwargs = {} if dtype is None else {"dtype": dtype, "casting": casting}
-    _compare("numpy.einsum", operands, ref_kwargs, result)
+    _compare(entry, operands, ref_kwargs, result)
     return _finish(result, operands, out, order)
 
 
@@ -285,18 +290,9 @@ def contract(
     backend: str = "auto",
 ) -> Any:
     """``opt_einsum.contract``'s signature, computed by tenloom."""
-    _count("opt_einsum.contract")
     if memory_limit is not None or backend not in ("auto", "numpy"):
         raise NotImplementedError("einsum shim: memory_limit= and backend= are not routed")
-    _check_out(out)
-    _check_order(order)
-    _check_casting(casting)
-    option = _optimize_option(optimize, "auto")
-    args = operands if dtype is None else _cast_operands(operands, dtype, casting)
-    result = tl.einsum(*args).evaluate(optimize=option)
-    ref_kwargs = {} if dtype is None else {"dtype": dtype, "casting": casting}
-    _compare("opt_einsum.contract", operands, ref_kwargs, result)
-    return _finish(result, operands, out, order)
+    return _route("opt_einsum.contract", operands, out, dtype, order, casting, optimize, "auto")
 
 
 class ContractExpression:
