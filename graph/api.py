@@ -794,6 +794,8 @@ def matmul(a, b) -> Tensor:
 
 def tensordot(a, b, axes: Any = 2) -> Tensor:
     an, bn = lift(a, "tensordot"), lift(b, "tensordot")
+    if isinstance(axes, (float, np.floating)):  # NumPy: TypeError
+        raise OptionTypeError(f"tensordot: axes {axes!r} is not an int or a pair")
     if isinstance(axes, (int, np.integer)):
         k = operator.index(axes)
         if k < 0 or k > an.ndim or k > bn.ndim:
@@ -807,8 +809,10 @@ def tensordot(a, b, axes: Any = 2) -> Tensor:
             xa, xb = axes
         except (TypeError, ValueError):
             raise ShapeError(f"tensordot: axes {axes!r} must be an int or a pair") from None
-        xa = [xa] if isinstance(xa, (int, np.integer)) else list(xa)
-        xb = [xb] if isinstance(xb, (int, np.integer)) else list(xb)
+        xa = [xa] if not isinstance(xa, (list, tuple, range, np.ndarray)) else list(xa)
+        xb = [xb] if not isinstance(xb, (list, tuple, range, np.ndarray)) else list(xb)
+        xa = [int_arg(x, "tensordot", "axis") for x in xa]
+        xb = [int_arg(x, "tensordot", "axis") for x in xb]
         if len(xa) != len(xb):
             raise ShapeError(f"tensordot: axes {axes!r} pair lists of different lengths")
         axa = tuple(normalize_axes([a], an.ndim, "tensordot", an.shape)[0] for a in xa)

@@ -443,3 +443,12 @@ def test_protocol_and_input_errors_are_typed():
         from tenloom.passes.slicing import parse_bytes
 
         parse_bytes("lots")
+
+
+@pytest.mark.parametrize("axes", [2.0, (1.0, 0), ([0], [0.5]), (np.float64(1), 0)])
+def test_tensordot_float_axes_raise_a_type_error_as_numpy(axes):
+    a = np.ones((2, 2))
+    with pytest.raises(TypeError):
+        np.tensordot(a, a, axes)
+    with pytest.raises(tl.OptionTypeError, match="tensordot"):
+        tl.tensordot(a, a, axes)
