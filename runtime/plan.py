@@ -219,7 +219,13 @@ def compile(outputs: Any, inputs: Any = (), **opts: Any) -> Plan:  # noqa: A001
 
 def function(fn: Callable | None = None, **opts: Any):
     """Decorator: trace ``fn`` on placeholders per (shape, dtype) signature, cache the plan,
-    and return ``fn``'s own structure (a Tensor, tuple, list or dict of them) as ndarrays."""
+    and return ``fn``'s own structure (a Tensor, tuple, list or dict of them) as ndarrays.
+
+    Every argument becomes a placeholder of ``numpy.asarray(arg)``'s dtype: a Python scalar
+    argument is a 0-d int64/float64/complex128 input, not a weak scalar (``f(float32_x, 0.5)``
+    computes ``x * arg1`` in float64 where eager NumPy's ``x * 0.5`` stays float32); pass
+    ``np.float32(0.5)``, or close over the Python scalar in ``fn``, to keep float32. Arrays that
+    ``fn`` closes over are captured at the first trace of each signature (see ``compile``)."""
 
     from tenloom.runtime.options import COMPILE_OPTIONS, parse_options
 
