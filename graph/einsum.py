@@ -266,12 +266,23 @@ def einsum_kernel(inputs, output):
         opt = ("greedy", 2**62) if len(inputs) > 2 else False
         if len(inputs) <= 2:
             return lambda *arrays: np.einsum(sub, *arrays, optimize=opt)
-        return lambda *arrays: np.einsum(sub, *_in_one_dtype(arrays), optimize=opt)
+
+        def run_many(*arrays):
+            arrays = _in_one_dtype(arrays)
+            # a zero-size label: NumPy's pairwise path sums it first (0 * NaN = NaN); the
+            # plain loop gives the exact zeros (empty sums) without iterating
+            empty = any(a.size == 0 for a in arrays)
+            return np.einsum(sub, *arrays, optimize=False if empty else opt)
+
+        return run_many
 
     def run(*arrays):
         import cotengra as ctg
 
         arrays = _in_one_dtype(arrays)
+        if any(a.size == 0 for a in arrays):  # a zero-size label: exact zeros (empty sums)
+            sizes = {lab: n for labels, a in zip(inputs, arrays) for lab, n in zip(labels, a.shape)}
+            return np.zeros(tuple(sizes[lab] for lab in output), np.result_type(*arrays))
         res = ctg.array_contract(list(arrays), inputs, output, optimize="greedy")
         return np.asarray(res, dtype=np.result_type(*arrays))
 

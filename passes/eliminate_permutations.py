@@ -167,7 +167,13 @@ def _lower(
     for node in graph.order:
         ins = tuple(new[id(i)] for i in node.inputs)
         res = None
-        if node.op is Op.EINSUM and len(ins) == 2:
+        if node.op is Op.EINSUM and len(ins) == 2 and any(0 in x.shape for x in ins):
+            # a zero-size label: exactly zero (or empty). A CONTRACT would sum a zero-size lone
+            # label first, and 0 * NaN is NaN where NumPy's empty sum gives 0
+            from tenloom.passes.contraction_order import empty_network
+
+            res = empty_network(node)
+        elif node.op is Op.EINSUM and len(ins) == 2:
             (ta, tb), out = node.attrs
             if len(set(ta)) == len(ta) and len(set(tb)) == len(tb):
                 mirror = None

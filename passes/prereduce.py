@@ -33,6 +33,7 @@ from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op, op_def
 from tenloom.graph.ops_leaf import is_frozen
+from tenloom.passes.contraction_order import empty_network
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph
 
@@ -85,6 +86,10 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
             return const
         if node.op is not Op.EINSUM or len(node.inputs) < 2:
             return node
+        if any(0 in x.shape for x in node.inputs):  # a zero-size label
+            # zeros whatever the operands hold: summing a zero-size lone label first would
+            # give 0 * NaN = NaN where NumPy's empty sum gives 0
+            return empty_network(node)
         terms, out = node.attrs
         if any(x.dtype != node.dtype for x in node.inputs):
             node = einsum_node(in_network_dtype(node.inputs, node.dtype), terms, out)

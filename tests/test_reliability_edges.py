@@ -480,6 +480,40 @@ def test_networks_with_a_zero_size_dimension_on_opencl(ocl):
         np.testing.assert_array_equal(got, want)
 
 
+# A zero-size label that is lone in one operand, NaN/inf in the others: every entry is an empty
+# sum, exactly 0 (NumPy); summing the lone label first and multiplying after gave 0 * NaN = NaN
+# (prereduce, a CONTRACT's lone labels, NumPy's own optimized path in the n-ary kernel).
+LONE_ZERO_NETWORKS = [
+    ("e,->", [(0,), ()]),
+    ("e,a->a", [(0,), (2,)]),
+    ("e,a->", [(0,), (2,)]),
+    ("ae,a->a", [(2, 0), (2,)]),
+    ("e,ab,b->a", [(0,), (2, 3), (3,)]),
+    ("ae,ab,bc->c", [(2, 0), (2, 3), (3, 2)]),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+@pytest.mark.parametrize("subscripts,shapes", LONE_ZERO_NETWORKS)
+def test_lone_zero_size_labels_beside_nan(subscripts, shapes, dtype):
+    from conftest import PIPELINE_VARIANTS
+
+    ops = [
+        np.full(s, np.nan, dtype) if i % 2 else np.full(s, np.inf, dtype)
+        for i, s in enumerate(shapes)
+    ]
+    want = np.einsum(subscripts, *ops, optimize=False)
+    devices = ["cpu"] + ([_opencl_device()[0]] if _opencl_device()[0] else [])
+    for device in devices:
+        for name, passes in PIPELINE_VARIANTS.items():
+            for limit in (None, 10**6):
+                got = tl.einsum(subscripts, *ops).evaluate(
+                    passes=passes, memory_limit=limit, device=device
+                )
+                assert got.dtype == want.dtype and got.shape == want.shape, (device, name)
+                np.testing.assert_array_equal(got, want, err_msg=f"{device} {name} {limit}")
+
+
 @pytest.mark.parametrize("subscripts,shapes", ZERO_NETWORKS)
 def test_gradients_through_zero_size_networks(subscripts, shapes):
     ops = [tl.asarray(RNG.standard_normal(s)) for s in shapes]
