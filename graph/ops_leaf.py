@@ -42,13 +42,21 @@ class Constant:
     the values is kept between runs unless the array is frozen (:func:`is_frozen`).
     """
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "layout")
 
     def __init__(self, value: np.ndarray):
         self.value = value
+        # what the node's shape and dtype were inferred from: an array whose ``shape`` or
+        # ``dtype`` attribute was set in place since is another constant (a new node), not the
+        # node made before with the old shape and dtype
+        self.layout = (value.shape, value.dtype)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Constant) and other.value is self.value
+        return (
+            isinstance(other, Constant)
+            and other.value is self.value
+            and other.layout == self.layout
+        )
 
     def __hash__(self) -> int:
         return id(self.value)

@@ -223,3 +223,24 @@ def test_device_copies_kept_only_for_frozen_constants(device):
     assert second is not first
     b = frozen(np.ones(5, dtype=np.float32))
     assert backend.from_host(b, True) is backend.from_host(b, True)
+
+
+def test_shape_or_dtype_set_in_place_makes_a_new_constant():
+    # ``arr.shape = ...`` and ``arr.dtype = ...`` change the same array object in place (NumPy
+    # discourages it but allows it): an expression built afterwards must see the new shape and
+    # dtype. The node hash-consed by array identity alone kept the old ones: float64 results of
+    # an int64 array, a (4,)-node over a (2, 2) array.
+    a = np.arange(4.0)
+    before = tl.asarray(a)
+    assert tl.sum(before, axis=0).evaluate() == 6.0
+    a.shape = (2, 2)
+    after = tl.asarray(a)
+    assert after.shape == (2, 2)
+    np.testing.assert_array_equal(tl.sum(after, axis=0).evaluate(), a.sum(axis=0))
+    b = np.arange(4.0)
+    kept = tl.asarray(b)
+    np.testing.assert_array_equal((kept + 1).evaluate(), b + 1)
+    b.dtype = np.int64
+    got = (tl.asarray(b) + 1).evaluate()
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, b + 1)
