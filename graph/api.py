@@ -417,21 +417,23 @@ def clip(a, a_min=None, a_max=None) -> Tensor:
         if out.dtype.kind == "b":  # NumPy runs np.positive then, which has no bool loop
             raise DTypeError("clip: a bool array with both bounds None (NumPy has no loop)")
         return out
-    # NumPy's clip runs in the dtype of all three together (a float bound makes an int array
-    # float64 first, where an int bound beyond the int dtype's range is an ordinary bound)
+    if out.dtype.kind in "iu":
+        # as NumPy 2 (numpy/_core/_methods.py _clip): a Python int bound at or beyond the int
+        # dtype's range is no bound, decided before any promotion
+        lo, hi = _int_range(out.dtype)
+        if type(a_min) is int and a_min <= lo:
+            a_min = None
+        if type(a_max) is int and a_max >= hi:
+            a_max = None
+        if a_min is None and a_max is None:
+            return out
+    # then NumPy's clip runs in the dtype of all three together (a float bound makes an int
+    # array float64 first)
     bounds = [b for b in (a_min, a_max) if b is not None]
     if out.dtype.kind in "biu" and any(isinstance(b, (float, complex)) for b in bounds):
         common = np.result_type(out.dtype, *[b for b in bounds if isinstance(b, _SCALARS)])
         if common != out.dtype and common in _SUPPORTED_SET:
             out = astype(out, common)
-    if out.dtype.kind in "iu":  # as NumPy 2: an int bound beyond the dtype's range is no bound
-        lo, hi = _int_range(out.dtype)
-        if type(a_min) is int and a_min < lo:
-            a_min = None
-        if type(a_max) is int and a_max > hi:
-            a_max = None
-        if a_min is None and a_max is None:
-            return out
     if a_min is not None:
         out = maximum(out, a_min)
     if a_max is not None:

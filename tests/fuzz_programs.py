@@ -182,6 +182,10 @@ class Step:
     array: int = -1  # for 'input' steps: index into Program.arrays
     mult: str = ""  # multilinear role: 'mul', 'scale', 'pass' or '' (chain breaks)
     summed: int = 1  # number of terms summed per output element (multilinear ops)
+    # a label summed that only one operand carries: tenloom sums it on that operand before the
+    # product (trace pre-reduction, as numpy.einsum(optimize=True) and cotengra do), which
+    # turns NumPy's 0 * inf = nan into (sum of x) * inf: a tree-dependent value
+    presum: bool = False
     scalar: complex = 1.0  # the Python scalar factor of a 'scale' step
 
 
@@ -554,11 +558,15 @@ def chain_update(step: Step, ins: list[Val], v: Val) -> None:
             v.hi *= max(1.0, s) if math.isfinite(s) else math.inf
             v.lo *= min(1.0, s) if s > 0 else 1.0
             v.fin = v.fin and math.isfinite(s)
-    if v.m >= 3 and v.dtype.kind in "fc":
+    # a sum over a product of two or more factors may be pre-reduced too (x[:, None] * y summed
+    # becomes einsum('a,b->') with lone labels): tree-dependent like three or more operands
+    chain_sum = step.summed > 1 and ins and max(w.m for w in ins) >= 2 and step.mult != "mul"
+    if (v.m >= 3 or step.presum or chain_sum) and v.dtype.kind in "fc":
         tiny = float(np.finfo(v.dtype).tiny)
         if not (v.fin and v.hi <= fmax(v.dtype) / 64 and v.lo >= tiny * 2**20):
-            # NaN/inf/overflow through a network of three or more operands: order-dependent
-            raise Reject("non-finite or extreme values in a network of >= 3 operands")
+            # NaN/inf/overflow through a network of three or more operands, or through a
+            # pre-reduced label: order-dependent
+            raise Reject("non-finite or extreme values in a tree-dependent network")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1005,6 +1013,9 @@ class Drawer:
         out = [c for c in self.draw(st.permutations(used)) if self.draw(st.booleans())]
         spec = ",".join(subs) + "->" + "".join(out)
         summed = int(np.prod([sizes[c] for c in used if c not in out], dtype=np.int64))
+        presum = len(subs) > 1 and any(
+            c not in out and sum(c in t for t in subs) == 1 and sizes[c] > 1 for c in used
+        )
         names = ", ".join(f"{{{i}}}" for i in range(len(args)))
         return Step(
             f"xp.einsum('{spec}', {names})",
@@ -1013,6 +1024,7 @@ class Drawer:
             op="einsum",
             mult="mul" if len(args) > 1 else "pass",
             summed=max(summed, 1),
+            presum=presum,
         )
 
 
