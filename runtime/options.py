@@ -244,6 +244,7 @@ def _check_optimize(caller: str, optimize: Any) -> Any:
         for k in optimize:
             if not isinstance(k, str):
                 raise _bad(caller, "optimize", optimize, _OPTIMIZE_ACCEPTED)
+        _check_hyper_args(caller, optimize)
         return optimize
     # an optimizer object: cotengra takes one with .search (a tree) or a callable (a path)
     if isinstance(optimize, (bool, int, float, complex, bytes, type, np.generic)) or not (
@@ -251,6 +252,57 @@ def _check_optimize(caller: str, optimize: Any) -> Any:
     ):
         raise _bad(caller, "optimize", optimize, _OPTIMIZE_ACCEPTED)
     return optimize
+
+
+def _check_hyper_args(caller: str, optimize: dict) -> None:
+    """The values of the HyperOptimizer arguments whose mistakes cotengra only finds while it
+    searches (max_repeats=-1 raised KeyError 'tree', methods=['nope'] KeyError 'nope',
+    minimize='nope' ValueError): checked here, before any work. Other keys go to cotengra as
+    they are (its optimizer library's options among them)."""
+
+    def fail(key: str, accepted: str, wrong_type: bool = False):
+        cls = OptionTypeError if wrong_type else OptionError
+        raise cls(
+            f"{caller}: optimize={_short(optimize)}: {key}={_short(optimize[key])} is not "
+            f"valid; accepted: {accepted}"
+        )
+
+    if "max_repeats" in optimize:
+        n = optimize["max_repeats"]
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+            fail("max_repeats", "an int >= 1", True)
+        if n < 1:
+            fail("max_repeats", "an int >= 1")
+    if optimize.get("max_time") is not None:
+        t = optimize["max_time"]
+        if isinstance(t, str):
+            if not t.startswith(("rate:", "equil:")):
+                fail("max_time", "seconds > 0, 'rate:R' or 'equil:N'")
+        elif isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, float, np.number)):
+            fail("max_time", "seconds > 0, 'rate:R' or 'equil:N'", True)
+        elif not (math.isfinite(t) and t > 0):
+            fail("max_time", "seconds > 0, 'rate:R' or 'equil:N'")
+    if optimize.get("methods") is not None:
+        from cotengra.hyperoptimizers.hyper import list_hyper_functions
+
+        known = list_hyper_functions()
+        methods = optimize["methods"]
+        names = [methods] if isinstance(methods, str) else methods
+        if not isinstance(names, (list, tuple)) or not all(isinstance(m, str) for m in names):
+            fail("methods", f"a name or a list of names of {known}", True)
+        if not names or any(m not in known for m in names):
+            fail("methods", f"a name or a list of names of {known}")
+    if "minimize" in optimize:
+        from cotengra.scoring import get_score_fn
+
+        try:
+            get_score_fn(optimize["minimize"])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            fail(
+                "minimize",
+                "'flops', 'size', 'write', 'combo', 'limit' (optionally '-N'), or "
+                "a cotengra score function",
+            )
 
 
 def _is_preset(name: str) -> bool:

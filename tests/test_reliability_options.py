@@ -125,6 +125,13 @@ BAD_SEARCH = [
     ("optimize", 3, tl.OptionTypeError),
     ("optimize", {"method": "bogus"}, tl.OptionError),
     ("optimize", {"method": "greedy", "max_time": 1}, tl.OptionError),
+    # HyperOptimizer values cotengra only rejected while searching (KeyError 'tree', KeyError
+    # 'nope', ValueError), or not at all
+    ("optimize", {"method": "hyper", "max_repeats": -1}, tl.OptionError),
+    ("optimize", {"method": "hyper", "max_repeats": "x"}, tl.OptionTypeError),
+    ("optimize", {"method": "hyper", "methods": ["nope"]}, tl.OptionError),
+    ("optimize", {"method": "hyper", "minimize": "nope"}, tl.OptionError),
+    ("optimize", {"method": "hyper", "max_time": -1}, tl.OptionError),
     ("optimize", tl.Tensor, tl.OptionTypeError),  # a class, not an optimizer object
     ("memory_limit", math.inf, tl.OptionError),
     ("memory_limit", math.nan, tl.OptionError),
