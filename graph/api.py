@@ -721,6 +721,14 @@ def getitem(x, key) -> Tensor:
             continue
         size = n.shape[ax]
         if isinstance(k, slice):
+            for part in (k.start, k.stop, k.step):
+                if part is not None and not hasattr(part, "__index__"):
+                    raise IndexingError(
+                        f"getitem: slice {k!r}: slice indices must be ints or None, not "
+                        f"{type(part).__name__}"
+                    )
+            if k.step is not None and operator.index(k.step) == 0:
+                raise ShapeError(f"getitem: slice {k!r}: slice step cannot be zero")
             s = normalize_slice(k, size)
             spec.append(s)
             out_shape.append(slice_len(*s))

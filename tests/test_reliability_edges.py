@@ -94,6 +94,23 @@ def test_every_slice_of_short_axes_matches_numpy_on_opencl(ocl):
     _check_all_slices(ocl)
 
 
+def test_invalid_slices_raise_typed_errors():
+    # NumPy: ValueError for a zero step, TypeError for a non-integer bound; both were Python's
+    # own exceptions from slice.indices, not TenloomErrors
+    x = tl.asarray(np.arange(5.0))
+    for k in (slice(None, None, 0), slice(1, 3, np.int64(0))):
+        with pytest.raises(tl.ShapeError, match="step cannot be zero"):
+            x[k]
+        with pytest.raises(ValueError):
+            np.arange(5.0)[k]
+    for k in (slice(1.0, 2), slice("a", None), slice(None, None, 0.5)):
+        with pytest.raises(tl.IndexingError, match="ints or None"):
+            x[k]
+        with pytest.raises(TypeError):
+            np.arange(5.0)[k]
+    np.testing.assert_array_equal(x[True:].evaluate(), np.arange(5.0)[True:])  # as NumPy
+
+
 def test_equal_selections_are_one_node():
     x = tl.asarray(np.arange(4.0))
     assert x[-7:-6:-1].node is x[3:3].node is x[0:0:-2].node  # empty: one canonical form
