@@ -24,6 +24,7 @@ of a cached graph, and a folded value would then be stale.
 
 from __future__ import annotations
 
+import contextvars
 from collections import Counter
 
 import numpy as np
@@ -49,6 +50,12 @@ def reduced_term(term, others: Counter, output) -> tuple:
     return tuple(keep)
 
 
+# the frozen arrays the running prereduce folded reductions of (see still_frozen)
+_FOLDED_FROM: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "folded_from", default=None
+)
+
+
 def _folded(node: Node) -> Node | None:
     """``node`` computed into a constant, when it reduces a constant (strictly smaller)."""
     if node.op not in (Op.EINSUM, Op.SUM) or len(node.inputs) != 1:
@@ -61,6 +68,9 @@ def _folded(node: Node) -> Node | None:
         # a user array that may change in place: the optimized graph outlives this call
         # (evaluate's cache), so its reduction runs with the values each run reads
         return None
+    sources = _FOLDED_FROM.get()
+    if sources is not None:
+        sources.append(source)
     value = np.asarray(op_def(node.op).ref([source], node.attrs))
     if value.shape != node.shape:
         return None
@@ -109,6 +119,21 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
             new_terms.append(keep)
         return einsum_node(nodes, new_terms, out) if changed else node
 
-    res = map_graph(graph, fn)
+    sources: list = []
+    token = _FOLDED_FROM.set(sources)
+    try:
+        res = map_graph(graph, fn)
+    finally:
+        _FOLDED_FROM.reset(token)
+    if sources:  # what a cached copy of this graph stays valid for (still_frozen)
+        res.meta["folded_from"] = (*graph.meta.get("folded_from", ()), *sources)
     ctx.record("prereduce", operands_reduced=reduced, constants_folded=folded)
     return res
+
+
+def still_frozen(graph: Graph) -> bool:
+    """Whether every array a reduction of ``graph`` was folded from is still frozen. An array
+    made writeable again (``a.flags.writeable = True``, allowed on an array that owns its data)
+    may have changed: a cached graph with its folded values must then be optimized anew. (One
+    frozen again after a change cannot be told from one never changed: see README.)"""
+    return all(is_frozen(a) for a in graph.meta.get("folded_from", ()))

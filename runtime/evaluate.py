@@ -19,6 +19,7 @@ from tenloom.graph.errors import MemoryLimitError, OptionTypeError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.tensor import Tensor
 from tenloom.passes import run_pipeline
+from tenloom.passes.prereduce import still_frozen
 from tenloom.passes.slicing import parse_bytes  # noqa: F401  (re-exported)
 from tenloom.runtime.backends import get_backend
 from tenloom.runtime.determinism import deterministic_mode
@@ -148,7 +149,9 @@ def _cached(key: tuple | None) -> Graph | None:
         return None
     with _OPTIMIZED_LOCK:
         hit = _OPTIMIZED.get(key)
-    return None if hit is None else hit[1]
+    if hit is None or not still_frozen(hit[1]):  # folded from an array made writeable since
+        return None
+    return hit[1]
 
 
 def optimize_graph(graph: Graph, opts: dict[str, Any] | Options, key: Any = False) -> Graph:
@@ -159,7 +162,7 @@ def optimize_graph(graph: Graph, opts: dict[str, Any] | Options, key: Any = Fals
     if key is not None:
         with _OPTIMIZED_LOCK:
             hit = _OPTIMIZED.get(key)
-            if hit is not None:
+            if hit is not None and still_frozen(hit[1]):
                 _OPTIMIZED.move_to_end(key)
                 return hit[1]
     PASS_RUNS["n"] += 1

@@ -23,7 +23,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import Op, as_array
 from tenloom.runtime import testing
 from tenloom.runtime.buffers import CURRENT
-from tenloom.runtime.program import Program, compile_program
+from tenloom.runtime.program import Program, compile_program, still_bound
 
 
 def bind_feed(graph: Graph, feed: dict[Any, Any] | None) -> dict[int, np.ndarray]:
@@ -113,7 +113,7 @@ def program_for(graph: Graph, backend: Any) -> Program:
     """The compiled program of ``graph`` on ``backend`` (compiled once per graph and backend)."""
     per_graph = _PROGRAMS.setdefault(graph, {})
     prog = per_graph.get(backend.kind)
-    if prog is None:
+    if prog is None or (prog.frozen_bound and not still_bound(prog)):
         prog = per_graph[backend.kind] = compile_program(graph, backend)
     return prog
 

@@ -49,6 +49,7 @@ class Program:
     # values in place), and ``const_roots`` are their memory's identities
     slots: list = field(default_factory=list)
     const_roots: frozenset = frozenset()
+    frozen_bound: tuple = ()  # host arrays of the constants bound because frozen (still_bound)
 
     @functools.cached_property
     def run_steps(self) -> list[Step]:
@@ -110,9 +111,19 @@ def compile_program(graph: Graph, backend: Any) -> Program:
     # (the CPU reads it in place, so each run sees its current values) or a copy of a frozen
     # array. A device copy of a writeable array is made anew by every run.
     live = getattr(backend, "shares_host_memory", False)
+    frozen_bound = []
     for s in steps:
         if s.node.op is Op.CONST and (live or is_frozen(s.node.attrs[0].value)):
             value = prog.slots[s.out] = backend.from_host(s.node.attrs[0].value, True)
             roots.add(id(root(value)) if isinstance(value, np.ndarray) else id(value))
+            if not live:
+                frozen_bound.append(s.node.attrs[0].value)
     prog.const_roots = frozenset(roots)
+    prog.frozen_bound = tuple(frozen_bound)
     return prog
+
+
+def still_bound(prog: Program) -> bool:
+    """Whether the frozen constants whose device copies ``prog`` holds are all still frozen:
+    one made writeable again may have changed (the program is then compiled anew)."""
+    return all(is_frozen(a) for a in prog.frozen_bound)

@@ -244,3 +244,22 @@ def test_shape_or_dtype_set_in_place_makes_a_new_constant():
     got = (tl.asarray(b) + 1).evaluate()
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, b + 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_frozen_array_made_writeable_again_is_read_anew(device):
+    # A read-only array that owns its data can be made writeable again and changed: what was
+    # derived from it while frozen (a folded reduction in the cached optimized graph, a device
+    # copy bound into the cached program) must not be used after that. Both were: 15.0 and
+    # 0, 2, 4, ... after b[:] = 3.
+    b = np.arange(6.0)
+    b.flags.writeable = False
+    total, doubled = tl.einsum("i->", b), tl.asarray(b) * 2
+    assert total.evaluate(device=device) == 15.0
+    np.testing.assert_array_equal(doubled.evaluate(device=device), np.arange(6.0) * 2)
+    b.flags.writeable = True
+    b[:] = 3.0
+    for _ in range(2):  # the same expressions, and built again
+        assert total.evaluate(device=device) == 18.0
+        np.testing.assert_array_equal(doubled.evaluate(device=device), np.full(6, 6.0))
+        total, doubled = tl.einsum("i->", b), tl.asarray(b) * 2
