@@ -339,6 +339,36 @@ def run_code(step: Step, operands: list, xp) -> object:
     return eval(code, ns)  # noqa: S307 - our own generated one-liners
 
 
+class _NumPyOracle:
+    """NumPy as the oracle, except ``tensordot``: NumPy's is a BLAS call that loses IEEE values
+    (``np.dot`` of an (n, 1) by a (1, 1) matrix scales by the one element, so (1+nanj) * False
+    comes out 0j), where its ``einsum`` of the same contraction keeps them; the oracle for one
+    pairwise contraction is NumPy's einsum (docs/reliability.md). NumPy's tensordot still
+    decides the errors and the dtype."""
+
+    def __getattr__(self, name: str):
+        return getattr(np, name)
+
+    @staticmethod
+    def tensordot(a, b, axes=2):
+        ref = np.tensordot(a, b, axes)
+        a, b = np.asarray(a), np.asarray(b)
+        if isinstance(axes, (int, np.integer)):
+            xa, xb = list(range(a.ndim - axes, a.ndim)), list(range(axes))
+        else:
+            xa, xb = ([x] if isinstance(x, (int, np.integer)) else list(x) for x in axes)
+        xa, xb = [x % a.ndim for x in xa], [x % b.ndim for x in xb]
+        la, lb = list(range(a.ndim)), list(range(a.ndim, a.ndim + b.ndim))
+        for i, j in zip(xa, xb):
+            lb[j] = la[i]
+        out = [lab for k, lab in enumerate(la) if k not in xa]
+        out += [lab for k, lab in enumerate(lb) if k not in xb]
+        return np.einsum(a, la, b, lb, out).astype(ref.dtype, copy=False)
+
+
+ORACLE = _NumPyOracle()
+
+
 class Reject(Exception):
     """The drawn step is not usable (not an error of either library)."""
 
@@ -441,7 +471,7 @@ def analyse_ew(step: Step, ins: list[Val], out: np.ndarray) -> Val:
     approx = out.dtype.kind in "fc"
     mag = finite_abs(out)
     with quiet():
-        base = np.asarray(run_code(step, [_promote(v.ref) for v in ins], np))
+        base = np.asarray(run_code(step, [_promote(v.ref) for v in ins], ORACLE))
         for j, v in enumerate(ins):
             if not v.approx or v.dtype.kind not in "fc":
                 continue
@@ -451,7 +481,7 @@ def analyse_ew(step: Step, ins: list[Val], out: np.ndarray) -> Val:
                 moved = [_promote(w.ref) for w in ins]
                 moved[j] = moved[j] + d
                 try:
-                    p = np.asarray(run_code(step, moved, np))
+                    p = np.asarray(run_code(step, moved, ORACLE))
                 except Exception:
                     return Val(out, approx, mag, np.ones(out.shape, bool), False)
                 if p.shape != out.shape:
@@ -476,7 +506,7 @@ def analyse_ew(step: Step, ins: list[Val], out: np.ndarray) -> Val:
 
 def analyse_lin(step: Step, ins: list[Val], out: np.ndarray, reducing: bool) -> Val:
     with quiet():
-        mag = np.array(run_code(step, [v.mag for v in ins], np), dtype=np.float64)
+        mag = np.array(run_code(step, [v.mag for v in ins], ORACLE), dtype=np.float64)
         amb = np.zeros(out.shape, bool)
         for j, v in enumerate(ins):
             if not v.amb.any():
@@ -484,7 +514,7 @@ def analyse_lin(step: Step, ins: list[Val], out: np.ndarray, reducing: bool) -> 
             ones = [
                 np.ones(w.shape) if k != j else v.amb.astype(np.float64) for k, w in enumerate(ins)
             ]
-            amb = amb | (np.asarray(run_code(step, ones, np)) != 0)
+            amb = amb | (np.asarray(run_code(step, ones, ORACLE)) != 0)
     approx = any(v.approx for v in ins) or (
         out.dtype.kind in "fc" and (reducing or step.op in CONTRACTIONS)
     )
@@ -505,16 +535,16 @@ def analyse_lin(step: Step, ins: list[Val], out: np.ndarray, reducing: bool) -> 
 def analyse_reduce(step: Step, v: Val, out: np.ndarray) -> Val:
     with quiet():
         if step.kind == "maxmin":
-            mag = np.array(run_code(step, [v.mag], np), dtype=np.float64)
-            amb = np.asarray(run_code(step, [v.amb.astype(np.float64)], np)) != 0
+            mag = np.array(run_code(step, [v.mag], ORACLE), dtype=np.float64)
+            amb = np.asarray(run_code(step, [v.amb.astype(np.float64)], ORACLE)) != 0
             return Val(out, v.approx, mag, amb, False)
         # prod: order-dependent over/underflow; mags multiply
         a = finite_abs(v.ref)
-        hi = np.asarray(run_code(step, [np.maximum(v.mag, 1.0)], np), dtype=np.float64)
-        lo = np.asarray(run_code(step, [np.where(a > 0, np.minimum(a, 1.0), 1.0)], np))
-        amb = np.asarray(run_code(step, [1.0 - v.amb.astype(np.float64)], np)) == 0
+        hi = np.asarray(run_code(step, [np.maximum(v.mag, 1.0)], ORACLE), dtype=np.float64)
+        lo = np.asarray(run_code(step, [np.where(a > 0, np.minimum(a, 1.0), 1.0)], ORACLE))
+        amb = np.asarray(run_code(step, [1.0 - v.amb.astype(np.float64)], ORACLE)) == 0
         approx = out.dtype.kind in "fc"
-        mag = np.array(run_code(step, [v.mag], np), dtype=np.float64)
+        mag = np.array(run_code(step, [v.mag], ORACLE), dtype=np.float64)
         if approx:
             tiny = float(np.finfo(out.dtype).tiny)
             amb = amb | ~np.isfinite(hi) | (hi > fmax(out.dtype) / 4) | (lo < tiny * 2**10)
@@ -526,7 +556,7 @@ def analyse(step: Step, vals: list[Val]) -> Val:
     """Run ``step`` under NumPy and analyse the result; NumPy's exceptions propagate."""
     ins = [vals[j] for j in step.args]
     with quiet():
-        out = np.asarray(run_code(step, [v.ref for v in ins], np))
+        out = np.asarray(run_code(step, [v.ref for v in ins], ORACLE))
     if step.kind == "ew":
         v = analyse_ew(step, ins, out)
     elif step.kind == "lin":
@@ -547,7 +577,7 @@ def chain_update(step: Step, ins: list[Val], v: Val) -> None:
             v.m = a.m + 1
             v.hi = a.hi * (max(1.0, 1.0 / float(nz.min())) if nz.size else 1.0)
             v.lo = a.lo * (min(1.0, 1.0 / float(bb.max())) if nz.size else 1.0)
-            v.fin = a.fin and not nonfinite(b.ref).any()
+            v.fin = v.fin and a.fin and not nonfinite(b.ref).any()  # v.fin: its own value
     else:
         v.m = sum(w.m for w in ins) + (1 if step.mult == "scale" else 0)
         v.hi = math.prod(w.hi for w in ins) * max(1, step.summed)

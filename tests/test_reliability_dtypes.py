@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import warnings
 
 import numpy as np
@@ -558,3 +559,32 @@ def test_clip_bounds_grid_matches_numpy(dtype):
         got = tl.clip(a, lo, hi).evaluate()
         assert got.dtype == want.dtype, (lo, hi)
         np.testing.assert_array_equal(got, want, err_msg=f"clip({dtype}, {lo}, {hi})")
+
+
+def _device_list() -> list:
+    kinds = set()
+    try:
+        kinds = {d.kind for d in tl.devices()}
+    except Exception:  # noqa: BLE001 - discovery is tested elsewhere
+        pass
+    out = ["cpu"]
+    if "opencl" in kinds or os.environ.get("CI") == "true":
+        out.append(pytest.param("opencl:0", marks=pytest.mark.opencl))
+    if "cuda" in kinds:
+        out.append(pytest.param("cuda:0", marks=pytest.mark.cuda))
+    return out
+
+
+@pytest.mark.parametrize("device", _device_list())
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_integer_power_refuses_negative_exponents_on_every_device(device, dtype):
+    """NumPy raises for an integer to a negative integer power; OpenCL's and CuPy's kernels
+    gave 0 silently."""
+    x = np.array([2, 3, -1, 1], dtype=dtype)
+    with pytest.raises(tl.EvaluationError, match="negative integer powers"):
+        (tl.asarray(x) ** -1).evaluate(device=device)
+    e = np.array([1, 2, 0, -3], dtype=dtype)
+    with pytest.raises(tl.EvaluationError, match="negative integer powers"):
+        (tl.asarray(x) ** tl.asarray(e)).evaluate(device=device)
+    e[3] = 3
+    np.testing.assert_array_equal((tl.asarray(x) ** tl.asarray(e)).evaluate(device=device), x**e)

@@ -285,6 +285,14 @@ class Backend:
 
             return sliced_kernel(node, self)
         ref, attrs = OPS[op].ref, node.attrs
+        if op is Op.POW and node.dtype.kind == "i":
+            # NumPy refuses a negative integer exponent; CuPy's power gives 0 silently
+            def int_power(a, b):
+                if b.size and bool((b < 0).any()):
+                    raise ValueError("Integers to negative integer powers are not allowed.")
+                return ref((a, b), attrs)
+
+            return _on(device, int_power)
         return _on(device, lambda *xs: ref(xs, attrs))
 
     def _complex_compare(self, op: Op):

@@ -274,6 +274,18 @@ class Backend:
             cl.enqueue_fill_buffer(self._queue(), out.data, pattern, 0, out.nbytes)
 
     # ---- kernels ---------------------------------------------------------------------------------
+    def _no_negative_powers(self, run):
+        """``run`` refusing a negative exponent, as NumPy's integer power does (the kernel
+        itself would give 0 silently): the exponent is read back and checked on each call
+        (exponents are mostly scalars; pyopencl's own reductions would need Mako)."""
+
+        def checked(a, b):
+            if b.size and (self.to_host(b) < 0).any():
+                raise ValueError("Integers to negative integer powers are not allowed.")
+            return run(a, b)
+
+        return checked
+
     def kernel(self, node: Node):
         """A callable ``f(*device_arrays) -> device_array`` for ``node``, prepared once."""
         for dt in (node.dtype, *(i.dtype for i in node.inputs)):
@@ -284,7 +296,10 @@ class Backend:
             return self._elementwise(node, node.attrs[0])
         if kind is OpKind.ELEMENTWISE:
             args = tuple(("in", k) for k in range(len(node.inputs)))
-            return self._elementwise(node, ((op, node.attrs, args),))
+            run = self._elementwise(node, ((op, node.attrs, args),))
+            if op is Op.POW and node.dtype.kind == "i":  # never fused (fuse_elementwise)
+                return self._no_negative_powers(run)
+            return run
         if kind is OpKind.REDUCE:
             return self._reduction(node)
         handler = HANDLERS.get(op)
