@@ -17,6 +17,7 @@ import numpy as np
 from tenloom.graph import einsum as _einsum
 from tenloom.graph.dtypes import _SUPPORTED_SET, normalize_dtype
 from tenloom.graph.errors import (
+    ConcretizationError,
     DTypeError,
     IndexingError,
     IndexOutOfBoundsError,
@@ -403,8 +404,14 @@ def bitwise_xor(a, b):
     return _binary(Op.XOR, a, b)
 
 
-def where(condition, x, y) -> Tensor:
+def where(condition, x=None, y=None) -> Tensor:
     """Elementwise ``x`` where ``condition`` else ``y`` (NumPy's three-argument form)."""
+    if x is None or y is None:
+        # NumPy's one-argument form is nonzero(condition): its shape depends on the values
+        raise ConcretizationError(
+            "where: give condition, x and y; where(condition) alone is nonzero(condition), "
+            "whose shape depends on the values (evaluate the condition first)"
+        )
     c = lift(condition, "where")
     xn, yn = _lift_pair(x, y, "where")
     return _t(make_node(Op.WHERE, (c, xn, yn)))
@@ -785,16 +792,24 @@ def _axis_pair(n: Node, axis1: int, axis2: int, op: str) -> tuple[int, int]:
     return a1, a2
 
 
+def _offset(value: Any, n: Node, a1: int, a2: int, op: str) -> int:
+    """A diagonal's offset; one past either axis gives the same empty diagonal, so larger
+    ones are clipped there (an offset beyond int64 then runs instead of overflowing later)."""
+    k = int_arg(value, op, "offset")
+    bound = builtins.max(n.shape[a1], n.shape[a2])
+    return builtins.max(-bound, builtins.min(bound, k))
+
+
 def diagonal(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     n = lift(x, "diagonal")
     a1, a2 = _axis_pair(n, axis1, axis2, "diagonal")
-    return _t(make_node(Op.DIAGONAL, (n,), (int_arg(offset, "diagonal", "offset"), a1, a2)))
+    return _t(make_node(Op.DIAGONAL, (n,), (_offset(offset, n, a1, a2, "diagonal"), a1, a2)))
 
 
 def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     n = lift(x, "trace")
     a1, a2 = _axis_pair(n, axis1, axis2, "trace")
-    return _t(make_node(Op.TRACE, (n,), (int_arg(offset, "trace", "offset"), a1, a2)))
+    return _t(make_node(Op.TRACE, (n,), (_offset(offset, n, a1, a2, "trace"), a1, a2)))
 
 
 def matmul(a, b) -> Tensor:

@@ -52,8 +52,9 @@ def fmt_shape(shape: tuple[int, ...]) -> str:
     return repr(tuple(shape))
 
 
-class IndexingError(TenloomError, TypeError):
-    """An index kind tenloom does not trace (advanced indexing with arrays, lists or bools)."""
+class IndexingError(TenloomError, TypeError, IndexError):
+    """An index kind tenloom does not trace (advanced indexing with arrays, lists or bools) or
+    an index that is none (``x[1.0]``); also an IndexError, as NumPy raises there."""
 
 
 class ConcretizationError(TenloomError, TypeError):

@@ -459,3 +459,26 @@ def test_tensordot_float_axes_raise_a_type_error_as_numpy(axes):
         np.tensordot(a, a, axes)
     with pytest.raises(tl.OptionTypeError, match="tensordot"):
         tl.tensordot(a, a, axes)
+
+
+def test_where_with_one_argument_is_a_typed_error():
+    with pytest.raises(tl.ConcretizationError, match="nonzero"):
+        tl.where(np.array([True, False]))
+
+
+def test_non_integer_index_is_also_an_index_error_as_numpy():
+    x = np.ones(3)
+    with pytest.raises(IndexError):
+        x[1.0]
+    with pytest.raises(tl.IndexingError) as e:
+        tl.asarray(x)[1.0]
+    assert isinstance(e.value, IndexError) and isinstance(e.value, TypeError)
+
+
+@pytest.mark.parametrize("offset", [2**70, -(2**70), 10, -10])
+def test_diagonal_offsets_beyond_the_axes_are_empty_at_trace_time(offset):
+    x = np.arange(12.0).reshape(3, 4)
+    clipped = max(-4, min(4, offset))
+    got = tl.diagonal(x, offset).evaluate()
+    assert got.shape == np.diagonal(x, clipped).shape == (0,)
+    assert tl.trace(x, offset).evaluate() == np.trace(x, clipped) == 0
