@@ -176,7 +176,7 @@ def test_complex_ordering_is_numpys():
     vals = [0.0, 1.0, -2.5, np.nan, np.inf]
     z = np.array([complex(a, b) for a in vals for b in vals])
     x, y = (a.ravel() for a in np.meshgrid(z, z))
-    b = np.array([True, False] * (x.size // 2))
+    b = np.resize(np.array([True, False]), x.size)
     for f in (np.less, np.less_equal, np.greater, np.greater_equal):
         got = getattr(tl, f.__name__)(tl.asarray(x), tl.asarray(y)).evaluate(device="cuda:0")
         np.testing.assert_array_equal(got, f(x, y), err_msg=f.__name__)
