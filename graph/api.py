@@ -308,6 +308,23 @@ def power(a, b):
     return _binary(Op.POW, a, b)
 
 
+def operator_power(x: Tensor, e: Any) -> Tensor:
+    """``x ** e`` as NumPy's ``**`` operator computes it: for a Python scalar exponent it takes
+    fast paths that are not ``np.power`` on special values (``(1+infj) ** 0.5`` is sqrt's
+    inf+infj, power's inf+nanj) or in dtype (``bool_array ** 2`` is square's int8, power's
+    int64): an inexact array to 0.5 is ``sqrt``, any array to the int 2 is ``x * x`` (bool
+    squared as int8). Everything else is ``power`` (for complex ``x ** -1`` NumPy's operator
+    takes ``np.reciprocal``, which tenloom has no op for: docs/reliability.md)."""
+    if type(e) in (int, float) and e in (0.5, 2):
+        kind = x.dtype.kind
+        if e == 0.5 and kind in "fc":
+            return sqrt(x)
+        if type(e) is int and e == 2:  # complex ** 2.0 is NumPy's power again
+            base = astype(x, "int8") if kind == "b" else x
+            return multiply(base, base)
+    return power(x, e)
+
+
 def maximum(a, b):
     return _binary(Op.MAXIMUM, a, b)
 

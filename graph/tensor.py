@@ -182,7 +182,7 @@ class Tensor:
         return _api.remainder(o, self)
 
     def __pow__(self, o):
-        return _api.power(self, o)
+        return _api.operator_power(self, o)
 
     def __rpow__(self, o):
         return _api.power(o, self)

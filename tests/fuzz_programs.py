@@ -535,8 +535,14 @@ def analyse_lin(step: Step, ins: list[Val], out: np.ndarray, reducing: bool) -> 
 def analyse_reduce(step: Step, v: Val, out: np.ndarray) -> Val:
     with quiet():
         if step.kind == "maxmin":
-            mag = np.array(run_code(step, [v.mag], ORACLE), dtype=np.float64)
+            # the element picked may be any of those reduced: the largest magnitude bounds it
+            largest = Step(step.code.replace("xp.min(", "xp.max("), step.args, step.kind)
+            mag = np.array(run_code(largest, [v.mag], ORACLE), dtype=np.float64)
             amb = np.asarray(run_code(step, [v.amb.astype(np.float64)], ORACLE)) != 0
+            if v.approx and v.dtype.kind == "c":
+                # complex numbers are ordered by real part first: a rounding of one real part
+                # can pick another element, whose imaginary part is anything
+                amb = np.ones(out.shape, bool)
             return Val(out, v.approx, mag, amb, False)
         # prod: order-dependent over/underflow; mags multiply
         a = finite_abs(v.ref)
@@ -790,6 +796,10 @@ class Drawer:
         y = self.other(v.shape)
         if op == "truediv" and isinstance(y, str):
             y = _in_range(y, v.dtype)
+        if op == "pow" and isinstance(y, str) and v.dtype.kind == "c" and y.strip() == "-1":
+            # a design difference (docs/reliability.md): NumPy's ** takes np.reciprocal for a
+            # complex array to the int -1, tenloom np.power (they differ at infinities)
+            y = "-2"
         code, args, s = self.binary_code(op, a, y)
         mult = ""
         if op == "mul":

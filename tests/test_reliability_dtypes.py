@@ -588,3 +588,27 @@ def test_integer_power_refuses_negative_exponents_on_every_device(device, dtype)
         (tl.asarray(x) ** tl.asarray(e)).evaluate(device=device)
     e[3] = 3
     np.testing.assert_array_equal((tl.asarray(x) ** tl.asarray(e)).evaluate(device=device), x**e)
+
+
+@pytest.mark.parametrize(
+    "dtype", ["bool", "int8", "uint8", "float16", "float32", "complex64", "complex128"]
+)
+@pytest.mark.parametrize("e", [2, 2.0, 0.5, 3, 1.5, 0, 1])
+def test_power_operator_takes_numpys_fast_paths(dtype, e):
+    """NumPy's ** is sqrt for x ** 0.5 and square for x ** 2 (bool ** 2 is int8; (1+infj)**0.5
+    is inf+infj, np.power's inf+nanj); tl.power stays np.power."""
+    vals = [0.0, -0.0, 1.0, -2.5, np.nan, np.inf, -np.inf, 3.0]
+    if dtype.startswith("complex"):
+        x = np.array([complex(a, b) for a in vals for b in vals], dtype)
+    elif dtype.startswith("float"):
+        x = np.array(vals, dtype)
+    else:
+        x = np.array([0, 1, 2, 3]).astype(dtype)
+    with np.errstate(all="ignore"):
+        want, want_power = x**e, np.power(x, e)
+    got = (tl.asarray(x) ** e).evaluate()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=2e-3)
+    assert tl.power(x, e).evaluate().dtype == want_power.dtype
