@@ -452,10 +452,11 @@ def clip(a, a_min=None, a_max=None) -> Tensor:
         if a_min is None and a_max is None:
             return out
     # then NumPy's clip runs in the dtype of all three together (a float bound makes an int
-    # array float64 first)
-    bounds = [b for b in (a_min, a_max) if b is not None]
-    if out.dtype.kind in "biu" and any(isinstance(b, (float, complex)) for b in bounds):
-        common = np.result_type(out.dtype, *[b for b in bounds if isinstance(b, _SCALARS)])
+    # array float64 first, a complex one a float16 array complex64: -2**31 is then a bound,
+    # not float16's -inf)
+    scalars = [b for b in (a_min, a_max) if b is not None and isinstance(b, _SCALARS)]
+    if scalars:
+        common = np.result_type(out.dtype, *scalars)
         if common != out.dtype and common in _SUPPORTED_SET:
             out = astype(out, common)
     if a_min is not None:

@@ -541,13 +541,17 @@ def test_where_refuses_an_out_of_range_python_int():
         tl.where(tl.asarray(a) > 1, a, -129)
 
 
-@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "uint64", "bool", "float32"])
+@pytest.mark.parametrize(
+    "dtype", ["int8", "uint8", "int32", "uint64", "bool", "float16", "float32", "complex64"]
+)
 def test_clip_bounds_grid_matches_numpy(dtype):
     """NumPy 2 first drops a Python int bound at or beyond an int dtype's range, then runs in
     the dtype of all three (clip(int8, inf, 2**40) is inf: the int bound is no bound)."""
     a = np.array([True, False]) if dtype == "bool" else np.array([0, 1, 2, 100], dtype)
-    lows = [None, -1000, -1, 0, 1, 2**40, 0.5, np.inf, -np.inf, 127, -128, 255]
-    highs = [None, -1000, 0, 1, 2**40, 0.5, np.inf, 127, 255]
+    if dtype.startswith("float"):
+        a = np.array([1.0, -np.inf, np.nan, 3e4], dtype)
+    lows = [None, -1000, -1, 0, 1, 2**40, -(2**31), 0.5, np.inf, -np.inf, 127, -128, 255, 1j]
+    highs = [None, -1000, 0, 1, 2**40, 0.5, np.inf, 127, 255, 1j, -1j]
     for lo, hi in itertools.product(lows, highs):
         try:
             with np.errstate(all="ignore"):
