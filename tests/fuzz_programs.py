@@ -504,9 +504,18 @@ def analyse_ew(step: Step, ins: list[Val], out: np.ndarray) -> Val:
     return Val(out, approx, mag, np.array(amb), False)
 
 
+def _mag_in(v: Val, out: np.ndarray) -> np.ndarray:
+    """``v``'s magnitude in units of ``out``'s tolerance: an approximate float32 value widened
+    into a float64 result keeps float32's error (tolerances are rtol(dtype) * magnitude)."""
+    if v.approx and v.dtype.kind in "fc" and out.dtype.kind in "fc":
+        return v.mag * max(1.0, rtol(v.dtype) / rtol(out.dtype))
+    return v.mag
+
+
 def analyse_lin(step: Step, ins: list[Val], out: np.ndarray, reducing: bool) -> Val:
     with quiet():
-        mag = np.array(run_code(step, [v.mag for v in ins], ORACLE), dtype=np.float64)
+        mags = [_mag_in(v, out) for v in ins]
+        mag = np.array(run_code(step, mags, ORACLE), dtype=np.float64)
         amb = np.zeros(out.shape, bool)
         for j, v in enumerate(ins):
             if not v.amb.any():
