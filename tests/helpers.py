@@ -173,3 +173,24 @@ def run_in_threads(work, n: int) -> None:
         th.join()
     if errors:
         raise errors[0]
+
+
+def device_params(include_cpu: bool = True) -> list:
+    """pytest parameters for the devices a test runs on: the CPU, OpenCL where a device is
+    present (always under CI, where a missing one must fail) and CUDA where a GPU is."""
+    import os
+
+    import pytest
+
+    import tenloom as tl
+
+    try:
+        kinds = {d.kind for d in tl.devices()}
+    except Exception:  # pragma: no cover - discovery itself is tested elsewhere
+        kinds = set()
+    out: list = ["cpu"] if include_cpu else []
+    if "opencl" in kinds or os.environ.get("CI") == "true":
+        out.append(pytest.param("opencl:0", marks=pytest.mark.opencl))
+    if "cuda" in kinds:
+        out.append(pytest.param("cuda:0", marks=pytest.mark.cuda))
+    return out

@@ -20,6 +20,7 @@ import warnings
 import numpy as np
 import pytest
 from conftest import PIPELINE_VARIANTS
+from helpers import device_params
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -231,22 +232,6 @@ def test_all_dtype_pairs_of_bool_and_ints_with_lone_labels():
 # ---- the same on the device backends (OpenCL on PoCL in CI; CUDA on a GPU) --------------------
 
 
-def _device_params() -> list:
-    import os
-
-    kinds = set()
-    try:
-        kinds = {d.kind for d in tl.devices()}
-    except Exception:  # pragma: no cover
-        pass
-    out = []
-    if "opencl" in kinds or os.environ.get("CI") == "true":
-        out.append(pytest.param("opencl:0", marks=pytest.mark.opencl))
-    if "cuda" in kinds:
-        out.append(pytest.param("cuda:0", marks=pytest.mark.cuda))
-    return out
-
-
 DEVICE_VARIANTS = [  # those this run has (TENLOOM_TEST_PIPELINES may keep only "full")
     v
     for v in ["full", "no-passes", "without-prereduce", "without-contraction_order"]
@@ -255,7 +240,7 @@ DEVICE_VARIANTS = [  # those this run has (TENLOOM_TEST_PIPELINES may keep only 
 
 
 @pytest.mark.parametrize("variant", DEVICE_VARIANTS)
-@pytest.mark.parametrize("device", _device_params())
+@pytest.mark.parametrize("device", device_params(include_cpu=False))
 def test_network_dtypes_and_special_values_on_devices(device, variant):
     passes = PIPELINE_VARIANTS[variant]
     cases = [

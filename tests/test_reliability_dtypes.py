@@ -14,11 +14,11 @@
 from __future__ import annotations
 
 import itertools
-import os
 import warnings
 
 import numpy as np
 import pytest
+from helpers import device_params
 from hypothesis import given
 from hypothesis import strategies as st
 from tenloom.graph.dtypes import SUPPORTED
@@ -565,21 +565,7 @@ def test_clip_bounds_grid_matches_numpy(dtype):
         np.testing.assert_array_equal(got, want, err_msg=f"clip({dtype}, {lo}, {hi})")
 
 
-def _device_list() -> list:
-    kinds = set()
-    try:
-        kinds = {d.kind for d in tl.devices()}
-    except Exception:  # noqa: BLE001 - discovery is tested elsewhere
-        pass
-    out = ["cpu"]
-    if "opencl" in kinds or os.environ.get("CI") == "true":
-        out.append(pytest.param("opencl:0", marks=pytest.mark.opencl))
-    if "cuda" in kinds:
-        out.append(pytest.param("cuda:0", marks=pytest.mark.cuda))
-    return out
-
-
-@pytest.mark.parametrize("device", _device_list())
+@pytest.mark.parametrize("device", device_params())
 @pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
 def test_integer_power_refuses_negative_exponents_on_every_device(device, dtype):
     """NumPy raises for an integer to a negative integer power; OpenCL's and CuPy's kernels

@@ -26,11 +26,10 @@ for a longer run::
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
-from helpers import assert_close, random_array
+from helpers import assert_close, device_params, random_array
 from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 from tenloom.graph.graph import Graph
@@ -86,21 +85,7 @@ def test_chain_gradient_value():
 # ---- strided slices: a scatter, not a selection matrix -------------------------------------
 
 
-def _devices() -> list:
-    """The CPU, and the OpenCL and CUDA devices present (OpenCL always under CI)."""
-    out = ["cpu"]
-    try:
-        kinds = {d.kind for d in tl.devices()}
-    except Exception:  # pragma: no cover - discovery itself is tested elsewhere
-        kinds = set()
-    if "opencl" in kinds or os.environ.get("CI") == "true":
-        out.append(pytest.param("opencl:0", marks=pytest.mark.opencl))
-    if "cuda" in kinds:
-        out.append(pytest.param("cuda:0", marks=pytest.mark.cuda))
-    return out
-
-
-DEVICES = _devices()
+DEVICES = device_params()
 
 
 def _largest_bytes(t: tl.Tensor) -> int:

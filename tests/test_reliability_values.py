@@ -9,31 +9,13 @@ Runs on the CPU, on OpenCL where a device is present (PoCL in CI) and on CUDA wh
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
+from helpers import device_params
 
 import tenloom as tl
 
-CI = os.environ.get("CI") == "true"
-
-
-def _devices() -> list:
-    out = ["cpu"]
-    try:
-        present = tl.devices()
-    except Exception:  # pragma: no cover - discovery itself is tested elsewhere
-        present = []
-    kinds = {d.kind for d in present}
-    if "opencl" in kinds or CI:
-        out.append(pytest.param("opencl:0", marks=pytest.mark.opencl))
-    if "cuda" in kinds:
-        out.append(pytest.param("cuda:0", marks=pytest.mark.cuda))
-    return out
-
-
-DEVICES = _devices()
+DEVICES = device_params()
 RNG = np.random.default_rng(18)
 
 
