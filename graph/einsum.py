@@ -249,47 +249,20 @@ def normalize(spec: EinsumSpec, shapes: Sequence[tuple[int, ...]]):
     return tuple(in_labels), out, tuple(squeeze), int_sizes
 
 
-def einsum_kernel(inputs, output):
-    """A function ``(*arrays) -> array`` contracting over integer labels with NumPy (cotengra
-    past 52 distinct labels), its subscripts worked out once here."""
+def einsum_subscripts(inputs, output) -> str | None:
+    """NumPy's subscripts for integer-label terms, or None past 52 distinct labels."""
     distinct: dict = {}
     for labels in (*inputs, output):
         for lab in labels:
             distinct.setdefault(lab, len(distinct))
-    if len(distinct) <= 52:
-        letter = {lab: _LETTERS[i] for lab, i in distinct.items()}
-        sub = ",".join("".join(letter[x] for x in t) for t in inputs)
-        sub += "->" + "".join(letter[x] for x in output)
-        # greedy without numpy's default cap on intermediate size (the size of the biggest
-        # input), which otherwise falls back to one nested loop over all labels: 50x slower
-        # on an MPS transfer step.
-        opt = ("greedy", 2**62) if len(inputs) > 2 else False
-        if len(inputs) <= 2:
-            return lambda *arrays: np.einsum(sub, *arrays, optimize=opt)
-
-        def run_many(*arrays):
-            arrays = _in_one_dtype(arrays)
-            # a zero-size label: NumPy's pairwise path sums it first (0 * NaN = NaN); the
-            # plain loop gives the exact zeros (empty sums) without iterating
-            empty = any(a.size == 0 for a in arrays)
-            return np.einsum(sub, *arrays, optimize=False if empty else opt)
-
-        return run_many
-
-    def run(*arrays):
-        import cotengra as ctg
-
-        arrays = _in_one_dtype(arrays)
-        if any(a.size == 0 for a in arrays):  # a zero-size label: exact zeros (empty sums)
-            sizes = {lab: n for labels, a in zip(inputs, arrays) for lab, n in zip(labels, a.shape)}
-            return np.zeros(tuple(sizes[lab] for lab in output), np.result_type(*arrays))
-        res = ctg.array_contract(list(arrays), inputs, output, optimize="greedy")
-        return np.asarray(res, dtype=np.result_type(*arrays))
-
-    return run
+    if len(distinct) > 52:
+        return None
+    letter = {lab: _LETTERS[i] for lab, i in distinct.items()}
+    sub = ",".join("".join(letter[x] for x in t) for t in inputs)
+    return sub + "->" + "".join(letter[x] for x in output)
 
 
-def _in_one_dtype(arrays: Sequence) -> Sequence:
+def in_one_dtype(arrays: Sequence) -> Sequence:
     """``arrays`` cast to their result dtype where they differ: a contraction done pair by pair
     (NumPy's optimized einsum, cotengra) would otherwise compute each pair in that pair's own
     dtype (int32 partial products wrap inside an int64 network), unlike NumPy's plain einsum."""
@@ -300,9 +273,30 @@ def _in_one_dtype(arrays: Sequence) -> Sequence:
     return [a.astype(dt, copy=False) for a in arrays]
 
 
-def einsum_ref(arrays: Sequence[np.ndarray], inputs, output) -> np.ndarray:
-    """Contract ``arrays`` over integer labels (see ``einsum_kernel``)."""
-    return einsum_kernel(inputs, output)(*arrays)
+def einsum_ref(arrays: Sequence[np.ndarray], inputs, output, sub: str | None = "") -> np.ndarray:
+    """Contract ``arrays`` over integer labels with NumPy (cotengra past 52 distinct labels),
+    as ``numpy.einsum`` would: the EINSUM op's reference (``sub``: the subscripts when the
+    caller worked them out already)."""
+    if sub == "":
+        sub = einsum_subscripts(inputs, output)
+    if sub is not None:
+        if len(arrays) <= 2:
+            return np.einsum(sub, *arrays, optimize=False)
+        arrays = in_one_dtype(arrays)
+        # a zero-size label: NumPy's pairwise path sums it first (0 * NaN = NaN); the plain loop
+        # gives the exact zeros (empty sums) without iterating. Otherwise greedy without numpy's
+        # default cap on intermediate size (the size of the biggest input), which otherwise
+        # falls back to one nested loop over all labels: 50x slower on an MPS transfer step.
+        empty = any(a.size == 0 for a in arrays)
+        return np.einsum(sub, *arrays, optimize=False if empty else ("greedy", 2**62))
+    import cotengra as ctg
+
+    arrays = in_one_dtype(arrays)
+    if any(a.size == 0 for a in arrays):  # a zero-size label: exact zeros (empty sums)
+        sizes = {lab: n for labels, a in zip(inputs, arrays) for lab, n in zip(labels, a.shape)}
+        return np.zeros(tuple(sizes[lab] for lab in output), np.result_type(*arrays))
+    res = ctg.array_contract(list(arrays), inputs, output, optimize="greedy")
+    return np.asarray(res, dtype=np.result_type(*arrays))
 
 
 def einsum_node(nodes: Sequence, terms: Sequence[Sequence[Hashable]], output: Sequence[Hashable]):

@@ -8,11 +8,7 @@ EINSUM so the order search sees one network.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import numpy as np
-from tenloom.graph import copy_plan
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.einsum import einsum_ref
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
@@ -164,193 +160,41 @@ def _contract_infer(inputs, attrs):
     return tuple(sizes[lab] for lab in out), result_dtype("contract", inputs)
 
 
-TUNE_MAX_MADDS = 1 << 24  # kernels up to this size time their copy plans on the first call
-_PLANNING = threading.Lock()
-POOLED_COPY = 4096  # elements: smaller operand copies are allocated by NumPy, not the arena
-
-
-def contract_kernel(
-    a_shape: tuple,
-    b_shape: tuple,
-    attrs: tuple,
-    buffers=None,
-    dtype=None,
-    tune: Callable[[], bool] | None = None,
-):
-    """A function ``(a, b) -> c`` for one CONTRACT, with every permutation and shape worked out
-    once here rather than on each call. With ``buffers`` (an object with ``take(n, dtype)``
-    and ``give(buf)``, see runtime/buffers.py) and the result's ``dtype``, the result and any
-    operand copy are written into buffers taken from it rather than freshly allocated arrays.
-
-    How each operand becomes its GEMM matrix (graph/copy_plan.py) is decided once per layout of
-    the operands: by the copy cost model, or, when ``tune()`` answers True on that call and the
-    kernel is small enough to run a few extra times, by timing the candidate plans."""
+def contract_ref(xs, attrs):
+    """NumPy reference of one CONTRACT (constant folding, the reference interpreter): lone
+    labels summed in the contraction's dtype, the operands grouped as A[batch, left, con] and
+    B[batch, con, right], one matmul (a broadcast multiply when nothing is summed, as the CPU
+    kernel does: BLAS shortcuts at k = 1 lose NaN and inf), the result in ``out``'s order.
+    The tuned kernel is runtime/kernels/contract.py."""
+    a, b = xs
     a_labels, b_labels, out, batch, left, con, right = attrs
-    a_only = tuple(i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out)
+    rdt = np.result_type(a.dtype, b.dtype)
+    keep_a = set(b_labels) | set(out)
+    keep_b = set(a_labels) | set(out)
+    a_only = tuple(i for i, lab in enumerate(a_labels) if lab not in keep_a)
+    b_only = tuple(i for i, lab in enumerate(b_labels) if lab not in keep_b)
+    if a_only:
+        a = a.sum(axis=a_only, dtype=rdt)
+    if b_only:
+        b = b.sum(axis=b_only, dtype=rdt)
     a_kept = tuple(lab for i, lab in enumerate(a_labels) if i not in a_only)
-    b_only = tuple(i for i, lab in enumerate(b_labels) if lab not in a_kept and lab not in out)
     b_kept = tuple(lab for i, lab in enumerate(b_labels) if i not in b_only)
-    sizes = dict(zip(a_labels, a_shape))
-    sizes.update(zip(b_labels, b_shape))
+    sizes = dict(zip(a_kept, a.shape))
+    sizes.update(zip(b_kept, b.shape))
 
-    def prod(labels):
+    def size(labels):
         n = 1
         for lab in labels:
             n *= sizes[lab]
         return n
 
-    nb, nl, nk, nr = prod(batch), prod(left), prod(con), prod(right)
-    pa = tuple(a_kept.index(lab) for lab in batch + left + con)
-    pb = tuple(b_kept.index(lab) for lab in batch + con + right)
-    pa = None if pa == tuple(range(len(pa))) else pa
-    pb = None if pb == tuple(range(len(pb))) else pb
+    nb, nl, nk, nr = size(batch), size(left), size(con), size(right)
+    a = a.transpose([a_kept.index(lab) for lab in batch + left + con]).reshape(nb, nl, nk)
+    b = b.transpose([b_kept.index(lab) for lab in batch + con + right]).reshape(nb, nk, nr)
+    c = np.multiply(a, b) if nk == 1 else np.matmul(a, b)
     natural = batch + left + right
-    c_shape = tuple(sizes[lab] for lab in natural)
-    pc = tuple(natural.index(lab) for lab in out)
-    pc = None if pc == tuple(range(len(pc))) else pc
-    # plain GEMM (np.dot takes transposed views straight to BLAS) or batched (np.matmul).
-    # Nothing summed (nk == 1: an outer, Hadamard or scaling product) is a broadcast multiply:
-    # BLAS takes shortcuts there that lose IEEE values (np.dot of an (n, 1) and a (1, 1) matrix
-    # scales by the one element and a zero scale gives zeros, not NaN for NaN or inf; complex
-    # infinities come out otherwise than NumPy's einsum multiplies them), and a GEMM with k = 1
-    # gains nothing over the multiply.
-    gemm = np.dot if nb == 1 else np.matmul
-    if nk == 1:
-        gemm = _broadcast_product
-    a_mat, b_mat = ((nl, nk), (nk, nr)) if nb == 1 else ((nb, nl, nk), (nb, nk, nr))
-    c_mat = a_mat[:-1] + (nr,)
-    split_a, split_b = (len(batch), len(left)), (len(batch), len(con))
-    tunable = tune is not None and nb * nl * nk * nr <= TUNE_MAX_MADDS
-
-    def grouped(a, b):
-        """The operands with lone labels summed and axes in GEMM order (views)."""
-        if a_only or b_only:
-            # summed in the contraction's dtype, as einsum does: not the operand's own (a bool
-            # operand of a float contraction is not summed as an OR, an int32 one of an int64
-            # contraction does not wrap) and not NumPy's sum's default (it widens small ints)
-            rdt = np.result_type(a.dtype, b.dtype)
-            if a_only:
-                a = a.sum(axis=a_only, dtype=rdt)
-            if b_only:
-                b = b.sum(axis=b_only, dtype=rdt)
-        return (a if pa is None else a.transpose(pa)), (b if pb is None else b.transpose(pb))
-
-    perm_a = copy_plan.swapped(split_a, len(a_kept))
-    perm_b = copy_plan.swapped(split_b, len(b_kept))
-    # copies of small operands are left to NumPy's reshape even with buffers: taking and giving
-    # back a buffer costs more than the allocation it saves
-    small_a, small_b = nb * nl * nk < POOLED_COPY, nb * nk * nr < POOLED_COPY
-
-    view, copy = copy_plan.VIEW, copy_plan.COPY
-
-    def product(a, b, how):
-        """The GEMM of the grouped operands made into matrices as ``how`` says (to time it)."""
-        a2 = copy_plan.as_matrix(a, a_mat, perm_a, how[0], None)[0]
-        return gemm(a2, copy_plan.as_matrix(b, b_mat, perm_b, how[1], None)[0])
-
-    # Plans by the operands' layout (their strides): [the model's plan, the timed plan (None:
-    # not timed yet; the model's own object when timing agrees), the candidates until timed].
-    # A plan is a function of the layout alone, so deterministic runs, which keep the model's,
-    # give the same bits whatever layouts earlier calls had. ``last`` holds the last layout's
-    # (strides, model, timed), which ``current`` reads without taking the lock.
-    plans: dict[tuple, list] = {}
-    last: list = [((), (), None, None)]
-
-    def plan(a, b):
-        key = (a.strides, b.strides)
-        with _PLANNING:  # one thread plans (and times) a layout; the others wait and reuse
-            entry = plans.get(key)
-            if entry is None:
-                ways_a = copy_plan.choices(a, a_mat, split_a)
-                ways_b = copy_plan.choices(b, b_mat, split_b)
-                model = (ways_a[0], ways_b[0])
-                if (len(ways_a) == len(ways_b) == 1) or not tunable:
-                    entry = plans[key] = [model, model, None]
-                else:
-                    entry = plans[key] = [model, None, (ways_a, ways_b)]
-            if entry[1] is None and tune():
-                timed = measured(a, b, *entry[2])
-                entry[1] = entry[0] if timed == entry[0] else timed
-                entry[2] = None  # the candidates' gather indices are not needed any more
-            model, timed, _ = entry
-            last[0] = (*key, model, timed)
-        if timed is None or (timed is not model and not tune()):
-            return model  # deterministic runs keep the model's plan
-        return timed
-
-    def measured(a, b, ways_a, ways_b):
-        """The plan timing picks: operand a's ways with b's first, then b's with a's best."""
-        ha = ways_a[0]
-        if len(ways_a) > 1:
-            ha = copy_plan.measure(ways_a, lambda h: product(a, b, (h, ways_b[0])))
-        hb = ways_b[0]
-        if len(ways_b) > 1:
-            hb = copy_plan.measure(ways_b, lambda h: product(a, b, (ha, h)))
-        return ha, hb
-
-    def current(a, b):
-        """The plan for this call: the last layout's without locking, else ``plan``'s."""
-        sa, sb, model, timed = last[0]
-        if timed is None or a.strides != sa or b.strides != sb:
-            return plan(a, b)
-        if timed is model or not tune():  # deterministic runs keep the model's plan
-            return model
-        return timed
-
-    def run(a, b):
-        a, b = grouped(a, b)
-        ha, hb = current(a, b)
-        # a view or a C-order copy is one reshape (NumPy copies where memory needs it)
-        if ha is view or ha is copy:
-            a = a.reshape(a_mat)
-        else:
-            a = copy_plan.as_matrix(a, a_mat, perm_a, ha, None)[0]
-        if hb is view or hb is copy:
-            b = b.reshape(b_mat)
-        else:
-            b = copy_plan.as_matrix(b, b_mat, perm_b, hb, None)[0]
-        c = gemm(a, b).reshape(c_shape)
-        return c if pc is None else c.transpose(pc)
-
-    if buffers is None or dtype is None:
-        run.fresh = True  # its result is new memory, never an input's or an arena's
-        return run
-    take, give = buffers.take, buffers.give
-    dt, n_out = np.dtype(dtype), nb * nl * nr
-    take_a, take_b = (None if small_a else take), (None if small_b else take)
-
-    def run_into(a, b):
-        a, b = grouped(a, b)
-        ha, hb = current(a, b)
-        c = take(n_out, dt)
-        if ha is view:
-            a, ta = a.reshape(a_mat), None
-        else:
-            a, ta = copy_plan.as_matrix(a, a_mat, perm_a, ha, take_a)
-        if hb is view:
-            b, tb = b.reshape(b_mat), None
-        else:
-            b, tb = copy_plan.as_matrix(b, b_mat, perm_b, hb, take_b)
-        gemm(a, b, out=c.reshape(c_mat))
-        if ta is not None:
-            give(ta)
-        if tb is not None:
-            give(tb)
-        c = c.reshape(c_shape)
-        return c if pc is None else c.transpose(pc)
-
-    return run_into
-
-
-def _broadcast_product(a, b, out=None):
-    """``a @ b`` for matrices (or stacks) with a contracted size of 1, as an elementwise
-    product: (..., l, 1) * (..., 1, r)."""
-    return np.multiply(a, b, out=out)
-
-
-def contract_ref(xs, attrs):
-    a, b = xs
-    return contract_kernel(a.shape, b.shape, attrs)(a, b)
+    c = c.reshape(tuple(sizes[lab] for lab in natural))
+    return as_array(c.transpose([natural.index(lab) for lab in out]))
 
 
 register_op(Op.CONTRACT, OpKind.CONTRACTION, _contract_infer, contract_ref, 2)

@@ -690,8 +690,9 @@ def _stored(shape, mem, rng):
 @settings(max_examples=200, deadline=None)
 @given(_contractions())
 def test_contract_kernel_matches_einsum_under_every_copy_plan(case):
-    from tenloom.graph import copy_plan, ops_contract
-    from tenloom.graph.ops_contract import contract_kernel
+    from tenloom.runtime.kernels import contract as ops_contract
+    from tenloom.runtime.kernels import copy_plan
+    from tenloom.runtime.kernels.contract import contract_kernel
 
     sizes, ta, tb, out, groups, mem_a, mem_b = case
     rng = np.random.default_rng(len(ta) * 7 + len(tb))
@@ -742,7 +743,7 @@ def test_contract_kernel_matches_einsum_under_every_copy_plan(case):
 
 
 def test_copy_plans_read_memory_as_it_lies():
-    from tenloom.graph import copy_plan
+    from tenloom.runtime.kernels import copy_plan
 
     x = np.arange(24.0).reshape(2, 3, 4)  # (batch, first, second) in C order: a view
     assert copy_plan.choices(x, (2, 3, 4), (1, 1)) == (copy_plan.VIEW,)
@@ -789,7 +790,7 @@ def _permuted_arrays(min_ndim: int, dtypes: list):
 @settings(max_examples=100, deadline=None)
 @given(_permuted_arrays(1, [np.float64, np.float32, np.complex128, np.int8]))
 def test_copies_by_runs_give_the_plain_copys_values(case):
-    from tenloom.graph import copy_plan
+    from tenloom.runtime.kernels import copy_plan
 
     shape, perm, dtype = case
     x = (np.arange(np.prod(shape)) % 100).astype(dtype).reshape(shape).transpose(perm)
@@ -811,7 +812,7 @@ def test_copies_by_runs_give_the_plain_copys_values(case):
 @settings(max_examples=100, deadline=None)
 @given(_permuted_arrays(2, [np.float64, np.complex128, np.int8]))
 def test_split_copies_give_the_plain_copys_values(case):
-    from tenloom.graph import copy_plan
+    from tenloom.runtime.kernels import copy_plan
 
     shape, perm, dtype = case
     x = (np.arange(np.prod(shape)) % 100).astype(dtype).reshape(shape).transpose(perm)
@@ -833,8 +834,8 @@ def test_split_copies_give_the_plain_copys_values(case):
 
 
 def test_split_copies_only_for_a_short_far_last_axis():
-    from tenloom.graph import copy_plan
     from tenloom.runtime.backends.cpu import layout_kernel
+    from tenloom.runtime.kernels import copy_plan
 
     # W2's cotangent copy: memory (5, 2, 64, 64) copied into order (2, 64, 64, 5)
     src = np.arange(40960.0).reshape(5, 2, 64, 64)
@@ -875,7 +876,7 @@ def test_split_copies_only_for_a_short_far_last_axis():
 
 
 def test_copies_by_runs_only_where_runs_save_loops():
-    from tenloom.graph import copy_plan
+    from tenloom.runtime.kernels import copy_plan
 
     x = np.zeros((6, 6, 6, 6))
     assert copy_plan.RunCopy(x.transpose(1, 2, 0, 3)).run == 6  # runs of 6 elements
@@ -888,7 +889,7 @@ def test_copies_by_runs_only_where_runs_save_loops():
 
 
 def test_copy_cost_prefers_long_inner_loops_and_short_strides():
-    from tenloom.graph.copy_plan import copy_cost, runs
+    from tenloom.runtime.kernels.copy_plan import copy_cost, runs
 
     flat = np.empty((2, 64, 64))
     rows = flat.transpose(1, 0, 2)  # inner loop: 64 elements, stride 1
@@ -902,7 +903,7 @@ def test_copy_cost_prefers_long_inner_loops_and_short_strides():
 
 
 def test_measure_keeps_the_fastest_and_times_every_candidate_each_round():
-    from tenloom.graph.copy_plan import measure
+    from tenloom.runtime.kernels.copy_plan import measure
 
     now = [0.0]
     cost = {"slow": 3.0, "fast": 1.0, "noisy": 2.0}
@@ -944,8 +945,8 @@ def test_copy_plans_follow_the_layout_so_deterministic_bits_do_not_depend_on_his
 
 
 def test_deterministic_runs_keep_the_models_copy_plan():
-    from tenloom.graph import copy_plan
-    from tenloom.graph.ops_contract import contract_kernel
+    from tenloom.runtime.kernels import copy_plan
+    from tenloom.runtime.kernels.contract import contract_kernel
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((4, 5, 3, 2)).transpose(1, 0, 3, 2)  # needs a copy
@@ -984,8 +985,8 @@ def test_first_calls_from_several_threads_plan_once_and_agree():
     import time
 
     from helpers import run_in_threads
-    from tenloom.graph import copy_plan
-    from tenloom.graph.ops_contract import contract_kernel
+    from tenloom.runtime.kernels import copy_plan
+    from tenloom.runtime.kernels.contract import contract_kernel
 
     rng = np.random.default_rng(1)
     a = rng.standard_normal((4, 5, 3, 2)).transpose(1, 0, 3, 2)  # needs a copy: several plans

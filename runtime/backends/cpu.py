@@ -13,16 +13,16 @@ ufuncs, so their results, wraparound included, are NumPy's bit for bit.
 from __future__ import annotations
 
 import numpy as np
-from tenloom.graph import copy_plan
 from tenloom.graph.dtypes import SUPPORTED
-from tenloom.graph.einsum import einsum_kernel
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, as_array
-from tenloom.graph.ops_contract import contract_kernel
 from tenloom.graph.ops_elementwise import BINARY, UNARY
 from tenloom.runtime import buffers
 from tenloom.runtime.backends.cpu_fused import chunked_kernel
 from tenloom.runtime.determinism import DETERMINISTIC
+from tenloom.runtime.kernels import copy_plan
+from tenloom.runtime.kernels.contract import contract_kernel
+from tenloom.runtime.kernels.einsum import einsum_kernel
 
 SMALL = 2048  # elements; smaller fused regions run step by step in NumPy or through numexpr
 # numexpr's names for our dtypes in a compiled signature (its "float" is float32)
@@ -82,7 +82,7 @@ def layout_kernel(perm: tuple):
     """LAYOUT: the operand copied into a buffer whose memory order is ``perm``.
 
     The copy is a strided copy (by runs where the source keeps a few elements contiguous), one
-    copy per index of a short, strided last axis, or a gather (graph/copy_plan.py), chosen on
+    copy per index of a short, strided last axis, or a gather (runtime/kernels/copy_plan.py), chosen on
     the first call by timing those that apply (they give the same bits, so
     ``deterministic=True`` does not care). Later calls copy the same way (each checks the
     strides, and copies others the plain strided way)."""

@@ -26,9 +26,9 @@ from tenloom.graph.einsum import _LETTERS
 from tenloom.graph.errors import DeviceError
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op
-from tenloom.graph.ops_contract import contract_kernel
 from tenloom.graph.ops_leaf import full_value, is_frozen
 from tenloom.passes.fuse_elementwise import TEMPLATES
+from tenloom.runtime.kernels.contract import contract_kernel
 
 # op -> C expression: the numexpr templates of the fusion pass (the same operand set), with
 # C spellings where the two languages differ
