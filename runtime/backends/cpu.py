@@ -82,7 +82,8 @@ def layout_kernel(perm: tuple):
     """LAYOUT: the operand copied into a buffer whose memory order is ``perm``.
 
     The copy is a strided copy (by runs where the source keeps a few elements contiguous), one
-    copy per index of a short, strided last axis, or a gather (runtime/kernels/copy_plan.py), chosen on
+    copy per index of a short, strided last axis, or a gather (runtime/kernels/copy_plan.py),
+    chosen on
     the first call by timing those that apply (they give the same bits, so
     ``deterministic=True`` does not care). Later calls copy the same way (each checks the
     strides, and copies others the plain strided way)."""

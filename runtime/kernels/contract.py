@@ -31,7 +31,8 @@ def contract_kernel(
     and ``give(buf)``, see runtime/buffers.py) and the result's ``dtype``, the result and any
     operand copy are written into buffers taken from it rather than freshly allocated arrays.
 
-    How each operand becomes its GEMM matrix (runtime/kernels/copy_plan.py) is decided once per layout of
+    How each operand becomes its GEMM matrix (runtime/kernels/copy_plan.py) is decided once per
+    layout of
     the operands: by the copy cost model, or, when ``tune()`` answers True on that call and the
     kernel is small enough to run a few extra times, by timing the candidate plans."""
     a_labels, b_labels, out, batch, left, con, right = attrs
