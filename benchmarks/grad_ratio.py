@@ -80,7 +80,7 @@ def network(inputs, output, arrays) -> Workload:
 def mps_sites(L: int, chi: int) -> Workload:
     """W2 as BENCHMARKS.md defines it: <psi|H|psi> built site by site, one ``tl.einsum`` per
     site carrying the environment, the bra and the ket the same MPS tensors."""
-    from run import mps_mpo_arrays, mps_mpo_expectation, mps_mpo_operands
+    from workloads import mps_mpo_arrays, mps_mpo_expectation, mps_mpo_operands
 
     mps_t, mpo_t = mps_mpo_arrays(L, chi, 5, 2, seed=2)
 
@@ -154,7 +154,7 @@ def _path(work: Workload):
     sizes = {}
     for t, a in zip(work.operands, work.arrays(work.variables)):
         sizes.update(zip(t, a.shape))
-    from run import peer_tree  # the search budget tenloom's "auto" has
+    from peers import peer_tree  # the search budget tenloom's "auto" has
 
     return peer_tree(ctg, work.operands, work.output, sizes, "auto")
 

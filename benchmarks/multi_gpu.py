@@ -62,7 +62,6 @@ def closed_network(inputs, shapes, dtype: str, seed: int):
 
 
 def main(argv=None) -> int:
-    import cupy as cp
     from tenloom.runtime.sliced import LAST_RUN
 
     import tenloom as tl
@@ -77,6 +76,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=2, help="timed runs per GPU count (best kept)")
     p.add_argument("--out", default=None, help="write the results as JSON here")
     args = p.parse_args(argv)
+    import cupy as cp  # after the arguments: --help works without a GPU
+
     counts = [int(c) for c in args.gpus.split(",")]
     n_gpus = cp.cuda.runtime.getDeviceCount()
     counts = [c for c in counts if c <= n_gpus]

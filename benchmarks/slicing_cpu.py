@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from harness import best_time  # noqa: E402
 
 
 def lattice(n: int, d: int, seed: int = 1):
@@ -36,16 +36,6 @@ def lattice(n: int, d: int, seed: int = 1):
         args += [tl.asarray(a), [labels.setdefault(x, len(labels)) for x in t]]
     args.append([])
     return tl.einsum(*args)
-
-
-def best(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main(argv=None) -> int:
@@ -71,14 +61,14 @@ def main(argv=None) -> int:
         f"{sl['slices']} slices over {sl['indices']} (overhead {sl['overhead']:.3f}x), "
         f"predicted peak per slice {sl['peak_per_slice']} bytes, limit {args.limit}"
     )
-    unsliced = best(lambda: y.evaluate(optimize="greedy"), args.repeat)
-    one = best(lambda: y.evaluate(threads=1, **opts), args.repeat)
+    unsliced = best_time(lambda: y.evaluate(optimize="greedy"), args.repeat)
+    one = best_time(lambda: y.evaluate(threads=1, **opts), args.repeat)
     slices1 = sum(LAST_RUN.slices)
-    two = best(lambda: y.evaluate(threads=2, **opts), args.repeat)
+    two = best_time(lambda: y.evaluate(threads=2, **opts), args.repeat)
     slices2 = sum(LAST_RUN.slices)
     # the same slicing on 2 threads: each thread's slice and accumulator get the 1-thread limit
     same = {"optimize": "greedy", "memory_limit": 2 * parse_bytes(args.limit)}
-    two_same = best(lambda: y.evaluate(threads=2, **same), args.repeat)
+    two_same = best_time(lambda: y.evaluate(threads=2, **same), args.repeat)
     slices_same = sum(LAST_RUN.slices)
     rows = {
         "unsliced_seconds": unsliced,
@@ -109,7 +99,7 @@ def main(argv=None) -> int:
             ) as cluster,
             Client(cluster) as client,
         ):
-            dask = best(lambda: y.evaluate(scheduler=client, **opts), args.repeat)
+            dask = best_time(lambda: y.evaluate(scheduler=client, **opts), args.repeat)
         rows["dask2_seconds"] = dask
         print(f"  Dask, 2 workers {dask:.3f} s: Dask / local 1 thread = {dask / one:.3f}")
     with open(args.out, "w") as f:
