@@ -110,7 +110,7 @@ def compile_program(graph: Graph, backend: Any) -> Program:
     # A constant is bound once where its backend value cannot go stale: the host array itself
     # (the CPU reads it in place, so each run sees its current values) or a copy of a frozen
     # array. A device copy of a writeable array is made anew by every run.
-    live = getattr(backend, "shares_host_memory", False)
+    live = backend.shares_host_memory
     frozen_bound = []
     for s in steps:
         if s.node.op is Op.CONST and (live or is_frozen(s.node.attrs[0].value)):

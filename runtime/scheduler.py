@@ -65,7 +65,7 @@ def run_concurrent(
     ready = [k for k in range(n) if waiting[k] == 0]
     heapq.heapify(ready)
     local = threading.local()
-    streams = getattr(backend, "worker_stream", None)
+    streams = backend.worker_stream if backend.streams else None
 
     def work(k: int):
         step = steps[k]

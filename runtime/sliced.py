@@ -134,24 +134,23 @@ class _Worker:
         self.bar = BAR.get()  # progress=True: count flops slice by slice
         self.slice_flops = node_flops(node) // max(n_slices(node.attrs), 1) if self.bar else 0
         # a GPU backend's device must be current for the accumulation too (not only kernels)
-        self.device = getattr(backend, "device", None) or contextlib.nullcontext()
+        self.device = backend.activate()
         # several workers on one GPU: each enqueues on its own stream, so slices overlap
         self.stream = (
-            backend.worker_stream()
-            if stream and hasattr(backend, "worker_stream")
-            else contextlib.nullcontext()
+            backend.worker_stream() if stream and backend.streams else contextlib.nullcontext()
         )
-        self._marker = getattr(backend, "marker", None)
         self._pending = None
 
     def pace(self) -> None:
         """Wait until the slice before the last one has finished: one slice stays queued on
         the device while the next is enqueued, and a worker pulls slices only as fast as its
         device really runs them."""
-        if self._marker is None:
+        if not self.backend.streams:
             return
         with self.device, self.stream:
-            mark = self._marker()
+            mark = self.backend.marker()
+        if mark is None:  # work is done when its call returns
+            return
         if self._pending is not None:
             self._pending.synchronize()
         self._pending = mark

@@ -18,6 +18,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, as_array
 from tenloom.graph.ops_elementwise import BINARY, UNARY
 from tenloom.runtime import buffers
+from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.backends.cpu_fused import chunked_kernel
 from tenloom.runtime.determinism import DETERMINISTIC
 from tenloom.runtime.kernels import copy_plan
@@ -165,10 +166,54 @@ def parallel_sum_kernel(node: Node, ref):
     return run
 
 
-class Backend:
+def _contract(be: Backend, node: Node):
+    a, b = node.inputs
+    if node.nbytes < buffers.POOL_MIN_BYTES:  # small: the plain kernel has less to do
+        return contract_kernel(a.shape, b.shape, node.attrs, tune=may_time)
+    dtype = np.result_type(a.dtype, b.dtype)
+    return contract_kernel(a.shape, b.shape, node.attrs, buffers, dtype, may_time)
+
+
+def _layout(be: Backend, node: Node):
+    return layout_kernel(node.attrs[0])
+
+
+def _einsum(be: Backend, node: Node):
+    run = einsum_kernel(*node.attrs)
+    return (lambda *xs: as_array(run(*xs))) if node.shape == () else run
+
+
+def _sliced(be: Backend, node: Node):
+    from tenloom.runtime.sliced import sliced_kernel
+
+    return sliced_kernel(node, be)
+
+
+def _fused(be: Backend, node: Node):
+    return be._fused_kernel(node)
+
+
+def _sum(be: Backend, node: Node):
+    if node.attrs[0] and node.inputs[0].size >= PARALLEL_SUM:
+        return parallel_sum_kernel(node, OPS[node.op].ref)
+    return None  # the reference
+
+
+class Backend(BackendBase):
+    """NumPy on the host (see the module docstring); ``KERNELS`` below, every other op its
+    registered NumPy reference."""
+
     kind = "cpu"
     dtypes = SUPPORTED
     shares_host_memory = True  # from_host is the host array itself: constants are read in place
+    KERNELS = {
+        Op.CONTRACT: _contract,
+        Op.LAYOUT: _layout,
+        Op.EINSUM: _einsum,
+        Op.SLICED: _sliced,
+        Op.FUSED: _fused,
+        Op.SUM: _sum,  # big sums over the worker threads
+    }
 
     def from_host(self, array: np.ndarray, constant: bool = False) -> np.ndarray:
         return array
@@ -188,28 +233,8 @@ class Backend:
         self._small: dict[tuple, object] = {}
         self._compiled: dict[tuple, object] = {}  # numexpr programs (called from any thread)
 
-    def kernel(self, node: Node):
-        """A callable ``f(*arrays) -> array`` for ``node``, prepared once."""
-        if node.op is Op.CONTRACT:
-            a, b = node.inputs
-            if node.nbytes < buffers.POOL_MIN_BYTES:  # small: the plain kernel has less to do
-                return contract_kernel(a.shape, b.shape, node.attrs, tune=may_time)
-            dtype = np.result_type(a.dtype, b.dtype)
-            return contract_kernel(a.shape, b.shape, node.attrs, buffers, dtype, may_time)
-        if node.op is Op.LAYOUT:
-            return layout_kernel(node.attrs[0])
-        if node.op is Op.EINSUM:
-            run = einsum_kernel(*node.attrs)
-            return (lambda *xs: as_array(run(*xs))) if node.shape == () else run
-        if node.op is Op.SLICED:
-            from tenloom.runtime.sliced import sliced_kernel
-
-            return sliced_kernel(node, self)
-        if node.op is Op.FUSED:
-            return self._fused_kernel(node)
+    def default_kernel(self, node: Node):
         ref, attrs = OPS[node.op].ref, node.attrs
-        if node.op is Op.SUM and node.attrs[0] and node.inputs[0].size >= PARALLEL_SUM:
-            return parallel_sum_kernel(node, ref)
         return lambda *xs: ref(xs, attrs)
 
     def _small_fused(self, program: tuple):
@@ -288,6 +313,3 @@ class Backend:
             return out
 
         return run
-
-    def synchronize(self) -> None:
-        pass

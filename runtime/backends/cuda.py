@@ -28,6 +28,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op
 from tenloom.graph.ops_leaf import full_value, is_frozen
 from tenloom.passes.fuse_elementwise import TEMPLATES
+from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.kernels.contract import contract_kernel
 
 # op -> C expression: the numexpr templates of the fusion pass (the same operand set), with
@@ -159,8 +160,109 @@ def fused_source(program: tuple, in_dtypes: list[np.dtype], out_dtype: np.dtype)
     return in_params, f"{out_dtype.name} out", "\n".join(lines)
 
 
-class Backend:
+def _contract(be: Backend, node: Node):
+    a, b = node.inputs
+    return contract_kernel(a.shape, b.shape, node.attrs)
+
+
+def _full(be: Backend, node: Node):
+    shape, dt = node.attrs[0], np.dtype(node.attrs[1])
+    value = full_value(node.attrs)
+    return lambda: cp.full(shape, value, dtype=dt)
+
+
+def _eye(be: Backend, node: Node):
+    n, m, k, dt = node.attrs
+    return lambda: cp.eye(n, m, k, dtype=np.dtype(dt))
+
+
+def _einsum(be: Backend, node: Node):
+    terms, out = node.attrs
+    labels = sorted({x for t in (*terms, out) for x in t})
+    if len(labels) <= 52:
+        letter = {lab: _LETTERS[i] for i, lab in enumerate(labels)}
+        sub = ",".join("".join(letter[x] for x in t) for t in terms)
+        sub += "->" + "".join(letter[x] for x in out)
+        return lambda *xs: cp.einsum(sub, *xs)
+    # more labels than cupy.einsum's letters (only without the order pass, which splits
+    # networks into pairwise CONTRACTs): cotengra contracts it pair by pair on CuPy
+    import cotengra as ctg
+
+    return lambda *xs: ctg.array_contract(xs, terms, out, optimize="greedy")
+
+
+def _fused(be: Backend, node: Node):
+    return be._fused(node)
+
+
+def _division(be: Backend, node: Node):
+    """Complex / and floating // and %: not CuPy's divide, floor_divide, remainder (see
+    FUSED_PREAMBLE); None (the reference) for the other dtypes."""
+    op = node.op
+    if not (
+        (op is Op.DIV and node.dtype.kind == "c")
+        or (op in (Op.FLOORDIV, Op.MOD) and node.dtype.kind == "f")
+    ):
+        return None
+    out_dt = node.dtype  # float16 computes in float32 and rounds, as NumPy's loops
+    dt = np.dtype("float32") if out_dt == np.float16 else out_dt
+    program = ((op, (), (("in", 0), ("in", 1))),)
+    div = be._fused(node, (program, node.shape, dt.str), [dt, dt])
+    return lambda a, b: div(a.astype(dt, copy=False), b.astype(dt, copy=False)).astype(
+        out_dt, copy=False
+    )
+
+
+def _order(be: Backend, node: Node):
+    """NumPy's lexicographic order of complex numbers (CuPy's comparisons differ: True > 1+0j
+    came out True on an H100), in one generated kernel; None (the reference) for real ones."""
+    if not any(i.dtype.kind == "c" for i in node.inputs):
+        return None
+    dt = np.result_type(*[i.dtype for i in node.inputs])
+    cmp = be._complex_compare(node.op)
+    return lambda a, b: cmp(a.astype(dt, copy=False), b.astype(dt, copy=False))
+
+
+def _sliced(be: Backend, node: Node):
+    from tenloom.runtime.sliced import sliced_kernel
+
+    return sliced_kernel(node, be)
+
+
+def _power(be: Backend, node: Node):
+    """Integer powers: NumPy refuses a negative integer exponent; CuPy's power gives 0
+    silently. None (the reference) for other dtypes."""
+    if node.dtype.kind != "i":
+        return None
+    ref, attrs = OPS[node.op].ref, node.attrs
+
+    def int_power(a, b):
+        if b.size and bool((b < 0).any()):
+            raise ValueError("Integers to negative integer powers are not allowed.")
+        return ref((a, b), attrs)
+
+    return int_power
+
+
+class Backend(BackendBase):
+    """CuPy on one GPU (see the module docstring): ``KERNELS`` below, every other op its
+    NumPy reference dispatched to CuPy; each kernel runs with the device current."""
+
     dtypes = SUPPORTED
+    streams = True
+    KERNELS = {
+        Op.CONTRACT: _contract,
+        Op.FULL: _full,
+        Op.EYE: _eye,
+        Op.EINSUM: _einsum,
+        Op.FUSED: _fused,
+        Op.DIV: _division,
+        Op.FLOORDIV: _division,
+        Op.MOD: _division,
+        **dict.fromkeys(_COMPLEX_ORDER, _order),
+        Op.SLICED: _sliced,
+        Op.POW: _power,
+    }
 
     def __init__(self, kind: str = "cuda", index: int = 0):
         if bool(cp.cuda.runtime.is_hip) != (kind == "rocm"):
@@ -204,6 +306,9 @@ class Backend:
     def synchronize(self) -> None:
         self.device.synchronize()
 
+    def activate(self):
+        return self.device
+
     # ---- streams (the scheduler gives each worker thread its own) -------------------------
     def worker_stream(self):
         with self.device:
@@ -233,67 +338,14 @@ class Backend:
 
     # ---- kernels ----------------------------------------------------------------------------
     def kernel(self, node: Node):
-        device = self.device
-        op = node.op
-        if op is Op.CONTRACT:
-            a, b = node.inputs
-            k = contract_kernel(a.shape, b.shape, node.attrs)
-            return _on(device, k)
-        if op is Op.FULL:
-            shape, dt = node.attrs[0], np.dtype(node.attrs[1])
-            value = full_value(node.attrs)
-            return _on(device, lambda: cp.full(shape, value, dtype=dt))
-        if op is Op.EYE:
-            n, m, k, dt = node.attrs
-            return _on(device, lambda: cp.eye(n, m, k, dtype=np.dtype(dt)))
-        if op is Op.EINSUM:
-            terms, out = node.attrs
-            labels = sorted({x for t in (*terms, out) for x in t})
-            if len(labels) <= 52:
-                letter = {lab: _LETTERS[i] for i, lab in enumerate(labels)}
-                sub = ",".join("".join(letter[x] for x in t) for t in terms)
-                sub += "->" + "".join(letter[x] for x in out)
-                return _on(device, lambda *xs: cp.einsum(sub, *xs))
-            # more labels than cupy.einsum's letters (only without the order pass, which splits
-            # networks into pairwise CONTRACTs): cotengra contracts it pair by pair on CuPy
-            import cotengra as ctg
+        """The table's kernel (or the reference), run with this device current; SLICED runs
+        its slices on its own workers, which make their devices current themselves."""
+        fn = super().kernel(node)
+        return fn if node.op is Op.SLICED else _on(self.device, fn)
 
-            return _on(device, lambda *xs: ctg.array_contract(xs, terms, out, optimize="greedy"))
-        if op is Op.FUSED:
-            return _on(device, self._fused(node))
-        if (op is Op.DIV and node.dtype.kind == "c") or (
-            op in (Op.FLOORDIV, Op.MOD) and node.dtype.kind == "f"
-        ):  # not CuPy's divide, floor_divide, remainder: see FUSED_PREAMBLE
-            out_dt = node.dtype  # float16 computes in float32 and rounds, as NumPy's loops
-            dt = np.dtype("float32") if out_dt == np.float16 else out_dt
-            program = ((op, (), (("in", 0), ("in", 1))),)
-            div = self._fused(node, (program, node.shape, dt.str), [dt, dt])
-            return _on(
-                device,
-                lambda a, b: div(a.astype(dt, copy=False), b.astype(dt, copy=False)).astype(
-                    out_dt, copy=False
-                ),
-            )
-        if op in _COMPLEX_ORDER and any(i.dtype.kind == "c" for i in node.inputs):
-            # NumPy's lexicographic order of complex numbers (CuPy's comparisons differ: True >
-            # 1+0j came out True on an H100), in one generated kernel
-            dt = np.result_type(*[i.dtype for i in node.inputs])
-            cmp = self._complex_compare(op)
-            return _on(device, lambda a, b: cmp(a.astype(dt, copy=False), b.astype(dt, copy=False)))
-        if op is Op.SLICED:
-            from tenloom.runtime.sliced import sliced_kernel
-
-            return sliced_kernel(node, self)
-        ref, attrs = OPS[op].ref, node.attrs
-        if op is Op.POW and node.dtype.kind == "i":
-            # NumPy refuses a negative integer exponent; CuPy's power gives 0 silently
-            def int_power(a, b):
-                if b.size and bool((b < 0).any()):
-                    raise ValueError("Integers to negative integer powers are not allowed.")
-                return ref((a, b), attrs)
-
-            return _on(device, int_power)
-        return _on(device, lambda *xs: ref(xs, attrs))
+    def default_kernel(self, node: Node):
+        ref, attrs = OPS[node.op].ref, node.attrs
+        return lambda *xs: ref(xs, attrs)
 
     def _complex_compare(self, op: Op):
         kern = self._kernels.get(op)

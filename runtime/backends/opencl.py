@@ -53,6 +53,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
 from tenloom.graph.ops_leaf import is_frozen
 from tenloom.runtime.backends import opencl_source as src
+from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.backends.opencl_ops import HANDLERS
 
 try:
@@ -113,7 +114,35 @@ class _Stream:
         self.backend._tls.queue = self._prev
 
 
-class Backend:
+def _elementwise_op(be: Backend, node: Node):
+    args = tuple(("in", k) for k in range(len(node.inputs)))
+    run = be._elementwise(node, ((node.op, node.attrs, args),))
+    if node.op is Op.POW and node.dtype.kind == "i":  # never fused (fuse_elementwise)
+        return be._no_negative_powers(run)
+    return run
+
+
+def _fused(be: Backend, node: Node):
+    return be._elementwise(node, node.attrs[0])
+
+
+def _reduction(be: Backend, node: Node):
+    return be._reduction(node)
+
+
+class Backend(BackendBase):
+    """One OpenCL device (see the module docstring). ``KERNELS``: every elementwise op one
+    generated kernel, every reduction one strided reduction, the rest ``opencl_ops``'s."""
+
+    shares_host_memory = False
+    streams = True
+    KERNELS = {
+        **HANDLERS,
+        **{op: _reduction for op in Op if OPS[op].kind is OpKind.REDUCE},
+        **{op: _elementwise_op for op in Op if OPS[op].kind is OpKind.ELEMENTWISE},
+        Op.FUSED: _fused,
+    }
+
     def __init__(self, kind: str = "opencl", index: int = 0):
         devices = _devices()
         if not 0 <= index < len(devices):
@@ -287,25 +316,11 @@ class Backend:
         return checked
 
     def kernel(self, node: Node):
-        """A callable ``f(*device_arrays) -> device_array`` for ``node``, prepared once."""
+        """A callable ``f(*device_arrays) -> device_array`` for ``node``, prepared once (its
+        dtypes checked against the device first)."""
         for dt in (node.dtype, *(i.dtype for i in node.inputs)):
             self._check_dtype(dt, f"{node.op.value} at {node.where}")
-        op = node.op
-        kind = OPS[op].kind
-        if op is Op.FUSED:
-            return self._elementwise(node, node.attrs[0])
-        if kind is OpKind.ELEMENTWISE:
-            args = tuple(("in", k) for k in range(len(node.inputs)))
-            run = self._elementwise(node, ((op, node.attrs, args),))
-            if op is Op.POW and node.dtype.kind == "i":  # never fused (fuse_elementwise)
-                return self._no_negative_powers(run)
-            return run
-        if kind is OpKind.REDUCE:
-            return self._reduction(node)
-        handler = HANDLERS.get(op)
-        if handler is None:
-            raise DeviceError(f"{self.kind}: no kernel for op {op.value!r}")
-        return handler(self, node)
+        return super().kernel(node)
 
     # elementwise ----------------------------------------------------------------------------------
     def _elementwise(self, node: Node, program: tuple):
