@@ -1,4 +1,5 @@
-"""The graph layer: what the computation is (IR nodes, op rules, the Tensor front end)."""
+"""The graph layer, the pure IR: what the computation is (nodes, ops and their rules, the node
+builders, the Value algebra differentiation rules are written in)."""
 
 from tenloom.graph import (  # noqa: F401  (register ops)
     autodiff_rules,  # registers the VJP rules
@@ -15,6 +16,6 @@ from tenloom.graph import (  # noqa: F401  (register ops)
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op, OpKind
-from tenloom.graph.tensor import Tensor
+from tenloom.graph.value import Value
 
-__all__ = ["Graph", "Node", "Op", "OpKind", "Tensor", "make_node"]
+__all__ = ["Graph", "Node", "Op", "OpKind", "Value", "make_node"]

@@ -19,8 +19,8 @@ import numpy as np
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, OpKind
-from tenloom.graph.tensor import Tensor
 from tenloom.graph.traverse import toposort
+from tenloom.graph.value import Value
 
 
 def differentiable(dt: np.dtype) -> bool:
@@ -55,7 +55,7 @@ def check_differentiable(fn: str, inputs: Sequence[Node]) -> None:
 
 def fit_cotangent(ct, x: Node):
     """Bring a cotangent to the input's dtype: the real part for a real input, cast otherwise."""
-    from tenloom.graph import api
+    from tenloom.graph.value import V as api
 
     if ct.dtype.kind == "c" and x.dtype.kind != "c":
         ct = api.real(ct)
@@ -70,8 +70,8 @@ def vjp_nodes(
     outputs: Sequence[Node], inputs: Sequence[Node], cotangents: Sequence[Node]
 ) -> list[Node | None]:
     """Cotangents of ``inputs`` given ``cotangents`` of ``outputs`` (None: no dependence)."""
-    from tenloom.graph import api
-    from tenloom.graph.tensor import Tensor
+    from tenloom.graph.value import V as api
+    from tenloom.graph.value import Value
 
     for o, c in zip(outputs, cotangents):
         if c.shape != o.shape:
@@ -89,7 +89,7 @@ def vjp_nodes(
     acc: dict[int, list] = {}
     for o, c in zip(outputs, cotangents):
         if id(o) in reaches and differentiable(o.dtype):
-            acc.setdefault(id(o), []).append(Tensor(c))
+            acc.setdefault(id(o), []).append(Value(c))
     result: dict[int, Node] = {}
     for node in reversed(order):
         parts = acc.pop(id(node), None)
@@ -105,8 +105,8 @@ def vjp_nodes(
         rule = OPS[node.op].vjp
         if rule is None:
             raise DTypeError(f"vjp: op {node.op.value} has no reverse-mode rule")
-        xs = tuple(Tensor(i) for i in node.inputs)
-        cts = rule(node, Tensor(node), xs, g)
+        xs = tuple(Value(i) for i in node.inputs)
+        cts = rule(node, Value(node), xs, g)
         for x, ct in zip(node.inputs, cts):
             if ct is None or id(x) not in reaches or not differentiable(x.dtype):
                 continue
@@ -114,10 +114,10 @@ def vjp_nodes(
     return [result.get(id(x)) for x in inputs]
 
 
-def fit_tangent(t: Tensor, node: Node) -> Tensor:
+def fit_tangent(t: Value, node: Node) -> Value:
     """Bring a tangent to ``node``'s dtype and shape: the real part for a real node, a cast
     otherwise, and a broadcast where only a smaller (broadcast) operand had a tangent."""
-    from tenloom.graph import api
+    from tenloom.graph.value import V as api
 
     if t.dtype.kind == "c" and node.dtype.kind != "c":
         t = api.real(t)
@@ -129,8 +129,8 @@ def fit_tangent(t: Tensor, node: Node) -> Tensor:
 
 
 def tangent_of(
-    node: Node, tangents: Sequence[Tensor | None], y: Tensor | None = None
-) -> Tensor | None:
+    node: Node, tangents: Sequence[Value | None], y: Value | None = None
+) -> Value | None:
     """The tangent of ``node`` from its inputs' tangents (None: a symbolic zero) by the op's JVP
     rule; None when it is zero. ``y`` stands for the node's value (default: the node)."""
     if not differentiable(node.dtype):
@@ -144,8 +144,8 @@ def tangent_of(
     rule = OPS[node.op].jvp
     if rule is None:
         raise DTypeError(f"jvp: op {node.op.value} has no forward-mode rule")
-    xs = tuple(Tensor(i) for i in node.inputs)
-    out = rule(node, Tensor(node) if y is None else y, xs, ts)
+    xs = tuple(Value(i) for i in node.inputs)
+    out = rule(node, Value(node) if y is None else y, xs, ts)
     return None if out is None else fit_tangent(out, node)
 
 
@@ -157,7 +157,7 @@ def jvp_nodes(
     One forward sweep in topological order: a node gets a tangent only when one of its inputs
     has one, so branches that do not depend on the inputs emit nothing. An input that is not a
     leaf is treated as independent (its own inputs' tangents are ignored)."""
-    seeds: dict[int, Tensor] = {}
+    seeds: dict[int, Value] = {}
     for x, t in zip(inputs, tangents):
         if t.shape != x.shape:
             raise ShapeError(
@@ -168,10 +168,10 @@ def jvp_nodes(
             raise DTypeError(f"jvp: complex tangent ({t.dtype}) for a real input ({x.dtype})")
         if not differentiable(x.dtype):
             continue
-        tx = fit_tangent(Tensor(t), x)
+        tx = fit_tangent(Value(t), x)
         prev = seeds.get(id(x))
         seeds[id(x)] = tx if prev is None else prev + tx
-    tan: dict[int, Tensor] = {}
+    tan: dict[int, Value] = {}
     for node in toposort(outputs):
         seed = seeds.get(id(node))
         if seed is not None:

@@ -1,7 +1,7 @@
 """VJP rules of every differentiable op, registered onto the op registry.
 
-Each rule is ``rule(node, y, xs, g) -> tuple of input cotangents`` (Tensors or None), with ``y``
-the node's output, ``xs`` its inputs and ``g`` the output cotangent, all lazy Tensors. Rules
+Each rule is ``rule(node, y, xs, g) -> tuple of input cotangents`` (Values or None), with ``y``
+the node's output, ``xs`` its inputs and ``g`` the output cotangent, all lazy Values. Rules
 compute J^H g (PyTorch's convention for complex values). Subgradients: ``abs`` and ``sign`` use
 sign(0) = 0; ``maximum``/``minimum`` send the whole cotangent to the first operand on ties;
 reductions ``max``/``min`` share it evenly among tied elements; ``where`` sends nothing to its
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-from tenloom.graph import api as T
 from tenloom.graph import (  # noqa: F401  (the ops must be defined before rules attach)
     ops_contract,
     ops_elementwise,
@@ -24,14 +23,15 @@ from tenloom.graph import (  # noqa: F401  (the ops must be defined before rules
 )
 from tenloom.graph.node import make_node
 from tenloom.graph.ops import Op, register_vjp
-from tenloom.graph.tensor import Tensor
+from tenloom.graph.value import V as T
+from tenloom.graph.value import Value
 
 
 def cj(x):
     return T.conj(x)
 
 
-def unbroadcast(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+def unbroadcast(g: Value, shape: tuple[int, ...]) -> Value:
     """Sum ``g`` over the axes that broadcasting added to an operand of ``shape``."""
     if g.shape == shape:
         return g
@@ -117,7 +117,7 @@ def _where(node, y, xs, g):
     )
 
 
-def expand_reduced(g: Tensor, node) -> Tensor:
+def expand_reduced(g: Value, node) -> Value:
     """``g`` with the reduced axes put back (size 1), ready to broadcast to the input."""
     axes, keepdims = node.attrs
     if keepdims:
@@ -132,7 +132,7 @@ def _sum(node, y, xs, g):
     return (T.broadcast_to(expand_reduced(g, node), xs[0].shape),)
 
 
-def prod_others(node, x: Tensor) -> Tensor:
+def prod_others(node, x: Value) -> Value:
     """d prod / d x: for each element the product of the other elements of its reduced group
     (the input's shape), exact at zeros as JAX and PyTorch. A pairwise product tree over the
     group (padded with ones to even lengths) and its reverse sweep, which multiplies only: no
@@ -196,11 +196,11 @@ def _broadcast(node, y, xs, g):
     return (unbroadcast(g, xs[0].shape),)
 
 
-def _scatter(g: Tensor, spec: tuple, shape: tuple) -> Tensor:
+def _scatter(g: Value, spec: tuple, shape: tuple) -> Value:
     """``g`` written into zeros of ``shape`` at the basic index ``spec`` (SLICE_SCATTER)."""
     if all(s == (0, n, 1) for s, n in zip(spec, shape)):  # every axis whole, in order
         return g
-    return Tensor(make_node(Op.SLICE_SCATTER, (g.node,), (spec, tuple(shape))))
+    return Value(make_node(Op.SLICE_SCATTER, (g.node,), (spec, tuple(shape))))
 
 
 def _slice(node, y, xs, g):
@@ -211,7 +211,7 @@ def _slice(node, y, xs, g):
 
 def _slice_scatter(node, y, xs, g):
     spec = node.attrs[0]
-    return (Tensor(make_node(Op.SLICE, (g.node,), (spec,))),)
+    return (Value(make_node(Op.SLICE, (g.node,), (spec,))),)
 
 
 def _concat(node, y, xs, g):
@@ -240,7 +240,7 @@ def _diagonal(node, y, xs, g):
     nd = x.ndim
     rest = [i for i in range(nd) if i not in (a1, a2)]
     eye = T.eye(n1, n2, offset, dtype=g.dtype)
-    return (T.einsum(padded, rest + [along], eye, [a1, a2], list(range(nd))),)
+    return (T.einsum([padded, eye], [rest + [along], [a1, a2]], list(range(nd))),)
 
 
 def _trace(node, y, xs, g):
@@ -249,7 +249,7 @@ def _trace(node, y, xs, g):
     eye = T.eye(x.shape[a1], x.shape[a2], offset, dtype=g.dtype)
     nd = x.ndim
     rest = [i for i in range(nd) if i not in (a1, a2)]
-    return (T.einsum(g, rest, eye, [a1, a2], list(range(nd))),)
+    return (T.einsum([g, eye], [rest, [a1, a2]], list(range(nd))),)
 
 
 def _einsum(node, y, xs, g):
@@ -287,7 +287,7 @@ def _einsum(node, y, xs, g):
         lone = [lab for lab in unique if lab not in present]
         for lab in lone:
             args += [T.ones((sizes[lab],), dtype=g.dtype), [lab]]
-        cts.append(T.einsum(*args, term_k))
+        cts.append(T.einsum(args[0::2], args[1::2], term_k))
     return tuple(cts)
 
 

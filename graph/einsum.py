@@ -1,14 +1,9 @@
-"""Einsum specifications: parsing the string and sublist forms into integer labels, and the
-NumPy reference contraction.
+"""Einsum specifications in the IR, and the NumPy reference contraction.
 
-Everything NumPy accepts is accepted: ``...`` (broadcast from the right), labels repeated within
-one operand (diagonals), implicit output, size-1 broadcasting of a label, scalars and zero-size
-dimensions. The integer-sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` takes any number
-of distinct labels, so networks with hundreds of indices work (numpy stops at 52).
-
-A parsed einsum is normalized for the IR: labels become ``0..k-1`` in order of first appearance,
-and operand axes of size 1 whose label is bigger elsewhere are reshaped away, so every label has
-one size across all operands.
+A specification (``EinsumSpec``: hashable labels per operand and for the output, as the front
+end's parser in tenloom/einsum.py produces them) is normalized for the IR: labels become
+``0..k-1`` in order of first appearance, and operand axes of size 1 whose label is bigger
+elsewhere are reshaped away, so every label has one size across all operands.
 """
 
 from __future__ import annotations
@@ -16,10 +11,9 @@ from __future__ import annotations
 import string
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from tenloom.graph.errors import OptionTypeError, ShapeError, fmt_shape
+from tenloom.graph.errors import ShapeError, fmt_shape
 
 _LETTERS = string.ascii_letters  # numpy's order for implicit output: 'A' < 'Z' < 'a' < 'z'
 _ELL = "..."
@@ -42,157 +36,6 @@ class EinsumSpec:
     inputs: tuple[tuple[Hashable, ...], ...]
     output: tuple[Hashable, ...]
     text: str  # for messages
-
-
-def _parse_string_term(term: str, where: str) -> list:
-    labels: list = []
-    i = 0
-    seen_ell = False
-    while i < len(term):
-        ch = term[i]
-        if term.startswith(_ELL, i):
-            if seen_ell:
-                raise ShapeError(f"einsum: more than one '...' in term '{term}' of {where}")
-            labels.append(Ellipsis)
-            seen_ell = True
-            i += 3
-            continue
-        if ch not in _LETTERS:
-            raise ShapeError(
-                f"einsum: invalid subscript character {ch!r} in term '{term}' of {where}; "
-                "use letters a-z, A-Z and '...' (or the integer-sublist form)"
-            )
-        labels.append(ch)
-        i += 1
-    return labels
-
-
-def _split_args(args: Sequence[Any]) -> tuple[list, list[list], list | None, str]:
-    """(operands, per-operand raw labels with Ellipsis markers, output or None, text)."""
-    if not args:
-        raise ShapeError("einsum: no subscripts and no operands given")
-    if isinstance(args[0], str):
-        subscripts = args[0].replace(" ", "")
-        operands = list(args[1:])
-        text = subscripts
-        if subscripts.count("->") > 1:
-            raise ShapeError(f"einsum: more than one '->' in '{text}'")
-        if "->" in subscripts:
-            lhs, rhs = subscripts.split("->")
-            out = _parse_string_term(rhs, f"the output of '{text}'")
-        else:
-            lhs, out = subscripts, None
-        if "-" in lhs or ">" in lhs:
-            raise ShapeError(f"einsum: misplaced '-' or '>' in '{text}'")
-        terms = lhs.split(",")
-        if len(terms) != len(operands):
-            raise ShapeError(
-                f"einsum: '{text}' has {len(terms)} input term(s) but {len(operands)} "
-                "operand(s) were given"
-            )
-        ins = [_parse_string_term(t, f"operand {k} in '{text}'") for k, t in enumerate(terms)]
-        return operands, ins, out, text
-    # sublist form: op0, sub0, op1, sub1, ..., [out]
-    operands = list(args[0::2])
-    subs = list(args[1::2])
-    out = None
-    if len(args) % 2 == 1:
-        out = operands.pop()
-    if len(subs) != len(operands):
-        raise ShapeError("einsum: sublist form needs one sublist per operand")
-
-    # malformed sublists raise OptionTypeError, a TypeError, as NumPy does
-    def check(seq, where):
-        if isinstance(seq, (str, bytes)) or not isinstance(seq, Sequence | np.ndarray):
-            raise OptionTypeError(
-                f"einsum: {where} sublist {seq!r} is not a list of int labels (and Ellipsis)"
-            )
-        labels = list(seq)
-        for lab in labels:
-            if lab is Ellipsis:
-                continue
-            if isinstance(lab, (bool, np.bool_)) or not isinstance(lab, (int, np.integer)):
-                raise OptionTypeError(
-                    f"einsum: sublist label {lab!r} of {where} is not an int or Ellipsis"
-                )
-        if labels.count(Ellipsis) > 1:
-            raise ShapeError(f"einsum: more than one Ellipsis in {where} sublist")
-        return [lab if lab is Ellipsis else int(lab) for lab in labels]
-
-    ins = [check(s, f"operand {k}") for k, s in enumerate(subs)]
-    if out is not None:
-        out = check(out, "the output")
-    text = ",".join(_fmt_term(t) for t in ins) + ("->" + _fmt_term(out) if out is not None else "")
-    return operands, ins, out, text
-
-
-def _fmt_term(labels: Sequence) -> str:
-    if all(isinstance(x, str) or x is Ellipsis for x in labels):
-        return "".join("..." if x is Ellipsis else x for x in labels)
-    return "[" + ", ".join("..." if x is Ellipsis else str(x) for x in labels) + "]"
-
-
-def parse(args: Sequence[Any], shapes_of) -> tuple[list, EinsumSpec]:
-    """Parse einsum arguments. ``shapes_of(operands)`` lifts operands and returns their shapes.
-
-    Returns the lifted operands and the spec with Ellipsis expanded to labels
-    ``(Ellipsis, i)`` for broadcast axis i (counted from the left of the broadcast shape).
-    """
-    operands, ins, out, text = _split_args(args)
-    operands, shapes = shapes_of(operands)
-    n_ell = 0
-    for k, (labels, shape) in enumerate(zip(ins, shapes)):
-        named = len(labels) - (1 if Ellipsis in labels else 0)
-        if Ellipsis in labels:
-            if named > len(shape):
-                raise ShapeError(
-                    f"einsum: term {_fmt_term(labels)!r} of operand {k} names {named} axes but "
-                    f"operand {k} has shape {fmt_shape(shape)} in '{text}'"
-                )
-            n_ell = max(n_ell, len(shape) - named)
-        elif named != len(shape):
-            raise ShapeError(
-                f"einsum: term {_fmt_term(labels)!r} of operand {k} has {named} labels but operand "
-                f"{k} has {len(shape)} axes, shape {fmt_shape(shape)}, in '{text}'"
-            )
-    expanded = []
-    for labels, shape in zip(ins, shapes):
-        if Ellipsis in labels:
-            i = labels.index(Ellipsis)
-            m = len(shape) - (len(labels) - 1)
-            ell = [(Ellipsis, j) for j in range(n_ell - m, n_ell)]
-            labels = labels[:i] + ell + labels[i + 1 :]
-        expanded.append(tuple(labels))
-    counts: dict = {}
-    for labels in expanded:
-        for lab in labels:
-            counts[lab] = counts.get(lab, 0) + 1
-    all_ell = [(Ellipsis, j) for j in range(n_ell)]
-    if out is None:
-        singles = [lab for lab, c in counts.items() if c == 1 and not _is_ell(lab)]
-        singles.sort(key=lambda x: (isinstance(x, str), x))
-        output = tuple(all_ell) + tuple(singles)
-    else:
-        if Ellipsis in out:
-            i = out.index(Ellipsis)
-            output = tuple(out[:i] + all_ell + out[i + 1 :])
-        else:
-            used_ell = [lab for lab in all_ell if lab in counts]
-            if used_ell:
-                raise ShapeError(
-                    f"einsum: the operands have '...' axes but the output of '{text}' has no '...'"
-                )
-            output = tuple(out)
-        seen = set()
-        for lab in output:
-            if lab in seen:
-                raise ShapeError(f"einsum: output label {_show(lab)} repeated in '{text}'")
-            seen.add(lab)
-            if lab not in counts:
-                raise ShapeError(
-                    f"einsum: output label {_show(lab)} does not appear in any input of '{text}'"
-                )
-    return operands, EinsumSpec(tuple(expanded), output, text)
 
 
 def label_sizes(spec: EinsumSpec, shapes: Sequence[tuple[int, ...]]) -> dict:

@@ -1,7 +1,7 @@
 """JVP (forward-mode) rules of every differentiable op, registered onto the op registry.
 
-Each rule is ``rule(node, y, xs, ts) -> Tensor | None``: ``y`` is the node's output, ``xs`` its
-inputs and ``ts`` their tangents (a Tensor, or None for a symbolic zero), all lazy Tensors; the
+Each rule is ``rule(node, y, xs, ts) -> Value | None``: ``y`` is the node's output, ``xs`` its
+inputs and ``ts`` their tangents (a Value, or None for a symbolic zero), all lazy Values; the
 result is the output tangent J t (None: zero). ``graph.autodiff.tangent_of`` only calls a rule
 when at least one input has a tangent and the output is floating, and brings the result to the
 node's dtype and shape (a tangent of one broadcast operand is broadcast there).
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tenloom.graph import api as T
 from tenloom.graph import (  # noqa: F401  (the ops must be defined before rules attach)
     ops_contract,
     ops_elementwise,
@@ -42,9 +41,10 @@ from tenloom.graph.autodiff_rules import expand_reduced, prod_others
 from tenloom.graph.errors import DTypeError
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op, register_jvp
-from tenloom.graph.tensor import Tensor
+from tenloom.graph.value import V as T
+from tenloom.graph.value import Value
 
-Tangent = Tensor | None
+Tangent = Value | None
 
 
 def add_all(terms: Sequence[Tangent]) -> Tangent:
@@ -56,7 +56,7 @@ def add_all(terms: Sequence[Tangent]) -> Tangent:
     return out
 
 
-def or_zeros(t: Tangent, like: Tensor) -> Tensor:
+def or_zeros(t: Tangent, like: Value) -> Value:
     return t if t is not None else T.zeros(like.shape, like.dtype)
 
 
@@ -66,7 +66,7 @@ def or_zeros(t: Tangent, like: Tensor) -> Tensor:
 def _linear(node, y, xs, ts):
     """Linear in its single input: the op itself applied to the tangent."""
     (t,) = ts
-    return Tensor(make_node(node.op, (t.node,), node.attrs))
+    return Value(make_node(node.op, (t.node,), node.attrs))
 
 
 def _abs(node, y, xs, ts):
@@ -180,7 +180,7 @@ def _extreme(node, y, xs, ts):
 
 def _concat(node, y, xs, ts):
     parts = [or_zeros(t, x).node for x, t in zip(xs, ts)]
-    return Tensor(make_node(Op.CONCAT, tuple(parts), node.attrs))
+    return Value(make_node(Op.CONCAT, tuple(parts), node.attrs))
 
 
 # ---- multilinear -----------------------------------------------------------------------------
@@ -199,7 +199,7 @@ def _multilinear(node, y, xs, ts):
         if t is None:
             continue
         replaced = ins[:k] + [t.node] + ins[k + 1 :]
-        terms.append(Tensor(make_node(node.op, tuple(replaced), node.attrs)))
+        terms.append(Value(make_node(node.op, tuple(replaced), node.attrs)))
     return add_all(terms)
 
 
@@ -212,7 +212,7 @@ def _sliced(node, xs, ts):
         return None
     ins = tuple(x.node for x in xs) + tuple(ts[k].node for k in pos)
     attrs = (terms, out, sliced, path, tuple(-1 - k for k in pos))
-    return Tensor(make_node(Op.SLICED, ins, attrs))
+    return Value(make_node(Op.SLICED, ins, attrs))
 
 
 # ---- fused regions ---------------------------------------------------------------------------

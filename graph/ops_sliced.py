@@ -116,8 +116,8 @@ class InnerNetwork:
 
 @functools.lru_cache(maxsize=128)
 def inner_network(attrs: tuple, shapes: tuple, dtypes: tuple) -> InnerNetwork:
-    from tenloom.graph.api import placeholder, zeros
     from tenloom.graph.autodiff import vjp_nodes
+    from tenloom.graph.build import placeholder, zeros
 
     terms, out, sliced, path, wrt = attrs
     cut = {lab for lab, _ in sliced}
@@ -125,7 +125,7 @@ def inner_network(attrs: tuple, shapes: tuple, dtypes: tuple) -> InnerNetwork:
     inner_terms = [tuple(lab for lab in t if lab not in cut) for t in terms]
     inner_out = tuple(lab for lab in out if lab not in cut)
     leaves = [
-        placeholder(tuple(sizes[lab] for lab in t), dt, name=f"slice_operand{k}").node
+        placeholder(tuple(sizes[lab] for lab in t), dt, name=f"slice_operand{k}")
         for k, (t, dt) in enumerate(zip(inner_terms, dtypes))
     ]
     res = pairwise_network(leaves, inner_terms, inner_out, path)
@@ -136,18 +136,17 @@ def inner_network(attrs: tuple, shapes: tuple, dtypes: tuple) -> InnerNetwork:
         from tenloom.graph.autodiff import jvp_nodes
 
         tangents = [
-            placeholder(leaves[k].shape, dtypes[len(terms) + j], name=f"slice_tangent{k}").node
+            placeholder(leaves[k].shape, dtypes[len(terms) + j], name=f"slice_tangent{k}")
             for j, k in enumerate(fwd)
         ]
         (tan,) = jvp_nodes([res], [leaves[k] for k in fwd], tangents)
         if tan is None:
-            tan = zeros(res.shape, res.dtype).node
+            tan = zeros(res.shape, res.dtype)
         return InnerNetwork(Graph((tan,)), (*leaves, *tangents))
-    ct = placeholder(res.shape, dtypes[len(terms)], name="slice_cotangent").node
+    ct = placeholder(res.shape, dtypes[len(terms)], name="slice_cotangent")
     grads = vjp_nodes([res], [leaves[k] for k in wrt], [ct])
     outs = tuple(
-        g if g is not None else zeros(leaves[k].shape, leaves[k].dtype).node
-        for k, g in zip(wrt, grads)
+        g if g is not None else zeros(leaves[k].shape, leaves[k].dtype) for k, g in zip(wrt, grads)
     )
     return InnerNetwork(Graph(outs), (*leaves, ct))
 
@@ -305,11 +304,11 @@ register_op(Op.SLICED, OpKind.CONTRACTION, _infer, _ref, None)
 def _vjp(node, y, xs, g):
     """The reverse sweep, sliced the same way: one SLICED node with ``wrt`` = the floating
     operands, whose flat value is split back into one cotangent per operand."""
-    from tenloom.graph import api
     from tenloom.graph.autodiff import differentiable
     from tenloom.graph.errors import DTypeError
     from tenloom.graph.node import make_node
-    from tenloom.graph.tensor import Tensor
+    from tenloom.graph.value import V as api
+    from tenloom.graph.value import Value
 
     terms, out, sliced, path, wrt = node.attrs
     if wrt is not None:
@@ -317,7 +316,7 @@ def _vjp(node, y, xs, g):
     pos = tuple(k for k, x in enumerate(xs) if differentiable(x.dtype))
     if not pos:
         return tuple(None for _ in xs)
-    flat = Tensor(
+    flat = Value(
         make_node(Op.SLICED, (*(x.node for x in xs), g.node), (terms, out, sliced, path, pos))
     )
     cts: list = [None] * len(xs)

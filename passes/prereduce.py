@@ -28,7 +28,7 @@ import contextvars
 from collections import Counter
 
 import numpy as np
-from tenloom.graph.api import _const_node
+from tenloom.graph.build import _const_node
 from tenloom.graph.einsum import einsum_node, in_network_dtype
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 import tenloom.passes as _passes
-from tenloom.graph.api import lift
+from tenloom.graph.build import lift
 from tenloom.graph.errors import MemoryLimitError, OptionTypeError, fmt_shape
 from tenloom.graph.graph import Graph
-from tenloom.graph.tensor import Tensor
+from tenloom.graph.value import Value
 from tenloom.passes import run_pipeline
 from tenloom.passes.prereduce import still_frozen
 from tenloom.passes.slicing import parse_bytes  # noqa: F401  (re-exported)
@@ -175,7 +175,7 @@ def optimize_graph(graph: Graph, opts: dict[str, Any] | Options, key: Any = Fals
     return optimized
 
 
-def evaluate(*tensors: Tensor, **opts: Any) -> tuple[np.ndarray, ...]:
+def evaluate(*tensors: Value, **opts: Any) -> tuple[np.ndarray, ...]:
     """Evaluate tensors together (shared subgraphs run once); always returns a tuple of arrays.
 
     Options: ``feed={placeholder: array}``, ``device="cpu"``, ``passes=(names...)`` (default the
@@ -251,7 +251,7 @@ def slicing_context(names: list[str], client: Any, limit: int | None) -> Iterato
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
 
 
-def evaluate_async(*tensors: Tensor, **opts: Any) -> "concurrent.futures.Future":
+def evaluate_async(*tensors: Value, **opts: Any) -> "concurrent.futures.Future":
     """Like ``evaluate`` but returns a Future resolving to the tuple of arrays."""
     global _POOL
     o = parse_options("evaluate_async", opts)

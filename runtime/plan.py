@@ -2,24 +2,22 @@
 
 ``compile(outputs, inputs=[placeholders])`` runs the pass pipeline (order search included) and
 builds the backend program once; calling the plan binds arrays to the inputs in order and runs
-the program: no tracing, no pass, no path search per call. ``@function`` traces a Python
-function on placeholders once per (shape, dtype) signature of its arguments and keeps the plan.
+the program: no tracing, no pass, no path search per call. ``@function`` (tenloom/function.py)
+traces a Python function into such plans.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tenloom.graph.errors import DTypeError, ShapeError, TenloomError
+from tenloom.graph.errors import ShapeError, TenloomError
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
-from tenloom.graph.tensor import Tensor
+from tenloom.graph.value import Value
 
 COUNTERS = {"traces": 0, "compiles": 0}  # instrumentation for tests
 
@@ -64,7 +62,7 @@ class Plan:
     at compile time (:func:`frozen_constants`); inputs are read at every call."""
 
     def __init__(self, outputs, inputs, **opts: Any):
-        from tenloom.graph.api import lift
+        from tenloom.graph.build import lift
         from tenloom.passes import run_pipeline
         from tenloom.runtime.options import COMPILE_OPTIONS, parse_options
 
@@ -213,47 +211,8 @@ class Plan:
 
 def compile(outputs: Any, inputs: Any = (), **opts: Any) -> Plan:  # noqa: A001
     """Optimize ``outputs`` once; the plan binds arrays to ``inputs`` (placeholders) in order."""
-    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    outs = [outputs] if isinstance(outputs, Value) else list(outputs)
     return Plan(outs, list(inputs), **opts)
-
-
-def function(fn: Callable | None = None, **opts: Any):
-    """Decorator: trace ``fn`` on placeholders per (shape, dtype) signature, cache the plan,
-    and return ``fn``'s own structure (a Tensor, tuple, list or dict of them) as ndarrays.
-
-    Every argument becomes a placeholder of ``numpy.asarray(arg)``'s dtype: a Python scalar
-    argument is a 0-d int64/float64/complex128 input, not a weak scalar (``f(float32_x, 0.5)``
-    computes ``x * arg1`` in float64 where eager NumPy's ``x * 0.5`` stays float32); pass
-    ``np.float32(0.5)``, or close over the Python scalar in ``fn``, to keep float32. Arrays that
-    ``fn`` closes over are captured at the first trace of each signature (see ``compile``)."""
-
-    from tenloom.runtime.options import COMPILE_OPTIONS, parse_options
-
-    parse_options("function", opts, COMPILE_OPTIONS)  # when decorating, not at the first call
-
-    def wrap(f: Callable):
-        plans: dict[tuple, tuple[Plan, Any]] = {}
-
-        @functools.wraps(f)
-        def call(*args: Any):
-            arrays = [np.asarray(a) for a in args]
-            sig = tuple((a.shape, a.dtype.str) for a in arrays)
-            hit = plans.get(sig)
-            if hit is None:
-                from tenloom.graph.api import placeholder
-
-                COUNTERS["traces"] += 1
-                phs = [placeholder(a.shape, a.dtype, name=f"arg{i}") for i, a in enumerate(arrays)]
-                out = f(*phs)
-                leaves, rebuild = _flatten(out)
-                hit = plans[sig] = (compile(leaves, phs, **opts), rebuild)
-            plan, rebuild = hit
-            return rebuild(plan(*arrays))
-
-        call.plans = plans  # type: ignore[attr-defined]
-        return call
-
-    return wrap(fn) if fn is not None else wrap
 
 
 # options a saved plan keeps: those that shape how it runs (checked on save and load) and
@@ -287,31 +246,29 @@ def save(obj: Any, path: str | os.PathLike) -> None:
     if isinstance(obj, Plan):
         obj.save(path)
         return
-    items = [obj] if isinstance(obj, Tensor) else obj
+    items = [obj] if isinstance(obj, Value) else obj
     if not isinstance(items, (list, tuple)) or not items:
         raise SaveTypeError(
             f"save: expected a Tensor, a non-empty list or tuple of Tensors, or a Plan; "
             f"got {type(obj).__name__}"
         )
     for k, t in enumerate(items):
-        if not isinstance(t, Tensor):
+        if not isinstance(t, Value):
             raise SaveTypeError(f"save: item {k} is a {type(t).__name__}, not a Tensor")
     save_document(path, [t.node for t in items])
 
 
 def load(path: str | os.PathLike) -> Any:
-    """Read what ``save`` wrote: a Tensor (one output), a tuple of Tensors (several), or a Plan
-    ready to call (no tracing, pass or path search). Anything malformed raises
-    GraphFormatError; loading never runs code from the files and reads nothing outside the
-    JSON file's folder."""
+    """Read what ``save`` wrote: the output nodes of a graph (a tuple), or a Plan ready to
+    call (no tracing, pass or path search). Anything malformed raises GraphFormatError;
+    loading never runs code from the files and reads nothing outside the JSON file's folder."""
     from tenloom.graph.errors import GraphFormatError
     from tenloom.graph.serialize import load_document
 
     _check_path("load", path)
     loaded = load_document(path, fused_check=_fusable)
     if loaded.kind == "graph":
-        outs = tuple(Tensor(n) for n in loaded.outputs)
-        return outs[0] if len(outs) == 1 else outs
+        return tuple(loaded.outputs)
     opts = loaded.options
     problem = _check_loaded_options(opts)
     if problem:
@@ -370,31 +327,4 @@ def _check_loaded_options(opts: dict) -> str | None:
     return None
 
 
-def _flatten(out: Any) -> tuple[list, Callable[[list], Any]]:
-    """Leaves (Tensors) of a nest of tuples, lists and dicts, and a function rebuilding the
-    nest from their values."""
-    if isinstance(out, Tensor):
-        return [out], lambda vals: vals[0]
-    if isinstance(out, (tuple, list, dict)):
-        keys = list(out) if isinstance(out, dict) else None
-        items = [out[k] for k in keys] if keys is not None else list(out)
-        parts = [_flatten(item) for item in items]
-        sizes = [len(leaves) for leaves, _ in parts]
-        leaves = [leaf for ls, _ in parts for leaf in ls]
-
-        def rebuild(vals: list) -> Any:
-            out_items, start = [], 0
-            for (_, sub), n in zip(parts, sizes):
-                out_items.append(sub(vals[start : start + n]))
-                start += n
-            if keys is not None:
-                return dict(zip(keys, out_items))
-            return type(out)(out_items)
-
-        return leaves, rebuild
-    raise DTypeError(
-        f"function: return Tensors in tuples, lists or dicts, not {type(out).__name__}"
-    )
-
-
-__all__ = ["Plan", "compile", "function", "load", "save", "Node"]
+__all__ = ["Plan", "compile", "load", "save", "Node"]

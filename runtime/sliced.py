@@ -294,9 +294,9 @@ def run_chunk(
 
     kind, index = parse_device(device)
     backend = get_backend(kind, index)
-    from tenloom.graph.api import placeholder
+    from tenloom.graph.build import placeholder
 
-    inputs = tuple(placeholder(s, d).node for s, d in zip(shapes, dtypes))
+    inputs = tuple(placeholder(s, d) for s, d in zip(shapes, dtypes))
     node = make_node(Op.SLICED, inputs, attrs)
     graph, leaves = optimized_inner(attrs, tuple(shapes), tuple(dtypes))
     worker = _Worker(node, backend, [backend.from_host(a) for a in arrays], graph, leaves)

@@ -3,9 +3,7 @@
 Build computations lazily with the functions below, then ``evaluate`` them.
 """
 
-from tenloom.autodiff import grad, hvp, jvp, value_and_grad, vjp
-from tenloom.explain import explain
-from tenloom.graph.api import (
+from tenloom.api import (
     abs,
     absolute,
     add,
@@ -75,6 +73,9 @@ from tenloom.graph.api import (
     where,
     zeros,
 )
+from tenloom.autodiff import grad, hvp, jvp, value_and_grad, vjp
+from tenloom.explain import explain
+from tenloom.function import function, load
 from tenloom.graph.errors import (
     ConcretizationError,
     DeviceError,
@@ -89,11 +90,11 @@ from tenloom.graph.errors import (
     ShapeError,
     TenloomError,
 )
-from tenloom.graph.tensor import Tensor
 from tenloom.inspect import dump, to_networkx
 from tenloom.runtime.devices import Device, devices
 from tenloom.runtime.evaluate import evaluate, evaluate_async
-from tenloom.runtime.plan import Plan, compile, function, load, save
+from tenloom.runtime.plan import Plan, compile, save
+from tenloom.tensor import Tensor
 from tenloom.visualize import visualize
 
 __version__ = "0.1.0"

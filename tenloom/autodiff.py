@@ -15,13 +15,14 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from tenloom.graph import api
+from tenloom import api
 from tenloom.graph.autodiff import check_differentiable, jvp_nodes, vjp_nodes
+from tenloom.graph.build import lift
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
-from tenloom.graph.tensor import Tensor
 from tenloom.passes import run_pipeline
 from tenloom.runtime.options import GRAD_OPTIONS, Options, parse_options
+from tenloom.tensor import Tensor
 
 PRE_GRAD = ("canonicalize", "merge_contractions", "prereduce", "cse", "contraction_order")
 
@@ -69,7 +70,7 @@ def _lift_matching(fn: str, what: str, values: list, of: str, targets: list) -> 
     """``values`` as nodes, one per target and of the target's shape (else ShapeError)."""
     if len(values) != len(targets):
         raise ShapeError(f"{fn}: {len(values)} {what}s for {len(targets)} {of}s")
-    nodes = [api.lift(v, fn) for v in values]
+    nodes = [lift(v, fn) for v in values]
     for t, v in zip(targets, nodes):
         if v.shape != t.shape:
             raise ShapeError(
@@ -82,7 +83,7 @@ def _lift_matching(fn: str, what: str, values: list, of: str, targets: list) -> 
 def _check_wrt(what: str, inputs: Any) -> None:
     """DTypeError, before any work, for an integer or boolean tensor differentiated against."""
     ins, _ = _as_list(inputs)
-    check_differentiable(what, [api.lift(t, what) for t in ins])
+    check_differentiable(what, [lift(t, what) for t in ins])
 
 
 def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
@@ -96,7 +97,7 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
     ins, single_in = _as_list(inputs)
     cts, _ = _as_list(cotangents)
     ct_nodes = _lift_matching("vjp", "cotangent", cts, "output", outs)
-    graph = Graph(tuple(api.lift(t, "vjp") for t in (*outs, *ins)))
+    graph = Graph(tuple(lift(t, "vjp") for t in (*outs, *ins)))
     seen: dict = {}
 
     def capture(name, g):
@@ -152,7 +153,7 @@ def jvp(outputs: Any, inputs: Any, tangents: Any, **opts: Any) -> Any:
     ins, _ = _as_list(inputs)
     tans, _ = _as_list(tangents)
     tan_nodes = _lift_matching("jvp", "tangent", tans, "input", ins)
-    graph = Graph(tuple(api.lift(t, "jvp") for t in (*outs, *ins)))
+    graph = Graph(tuple(lift(t, "jvp") for t in (*outs, *ins)))
     pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(o, reverse_sweep="forward"))
     outs_n = pre.outputs[: len(outs)]
     ins_n = pre.outputs[len(outs) :]

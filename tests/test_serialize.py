@@ -22,13 +22,13 @@ from tenloom.graph import serialize as ser
 from tenloom.graph import serialize_checks as checks
 from tenloom.graph.ops import OPS, Op
 from tenloom.graph.serialize_values import SaveTypeError, decode_value, encode_value
-from tenloom.graph.tensor import Tensor
 from tenloom.passes import DEFAULT_PIPELINE, slicing
 from tenloom.passes import contraction_order as co
 from tenloom.runtime import evaluate as ev
 from tenloom.runtime import plan as pl
 
 import tenloom as tl
+from tenloom.tensor import Tensor
 
 # ---- helpers ----------------------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
-"""Front-end functions: every public op of tenloom, building nodes with NumPy semantics.
+"""Node builders: every op of tenloom with NumPy's semantics, returning graph nodes.
 
-Each function lifts its operands (Tensors, arrays, Python scalars), normalizes arguments (axes,
-shapes, permutations) so equal computations hash-cons to the same node, and lets the op's rule
-check shapes and dtypes now, at trace time.
+Each function lifts its operands (Nodes, Values such as the front end's Tensors, arrays, Python
+scalars), normalizes arguments (axes, shapes, permutations) so equal computations hash-cons to
+the same node, and lets the op's rule check shapes and dtypes now, at trace time. The front end
+(tenloom/api.py) wraps each result as a Tensor; differentiation rules use them through
+``graph.value.Value``'s operators and ``graph.value.V``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops_leaf import Constant, next_placeholder_id, placeholder_number
 from tenloom.graph.ops_movement import normalize_slice, slice_len
-from tenloom.graph.tensor import Tensor
+from tenloom.graph.value import Value
 
 _SCALARS = (bool, int, float, complex)
 
@@ -60,10 +62,10 @@ def full_node(shape: tuple[int, ...], value: Any, dtype: np.dtype, op: str = "fu
 
 
 def lift(x: Any, what: str = "operand") -> Node:
-    """A node for ``x``: Tensors pass through, arrays and scalars become constants."""
-    if type(x) is Tensor:
-        return x.node
-    if isinstance(x, Tensor):
+    """A node for ``x``: Nodes and Values pass through, arrays and scalars become constants."""
+    if type(x) is Node:
+        return x
+    if isinstance(x, Value):
         return x.node
     if isinstance(x, _SCALARS):
         return full_node((), x, np.asarray(x).dtype)
@@ -114,7 +116,9 @@ def scalar_node(x: Any, other_dtype: np.dtype, op: Any) -> Node:
 
 def lift_with(x: Any, other: Node, op: str) -> Node:
     """Lift ``x`` next to ``other``: a Python scalar takes a weak dtype (NEP 50)."""
-    if type(x) is Tensor:
+    if type(x) is Node:
+        return x
+    if isinstance(x, Value):
         return x.node
     if isinstance(x, _SCALARS):
         return scalar_node(x, other.dtype, op)
@@ -132,32 +136,28 @@ def _lift_pair(a: Any, b: Any, op: str) -> tuple[Node, Node]:
     return lift(a, op), lift(b, op)
 
 
-def _t(node: Node) -> Tensor:
-    return Tensor(node)
-
-
 # ---------------------------------------------------------------------------------------------
 # leaves
 # ---------------------------------------------------------------------------------------------
 
 
-def asarray(x: Any, dtype: Any = None) -> Tensor:
+def asarray(x: Any, dtype: Any = None) -> Node:
     """A lazy constant wrapping ``x`` (no copy, as ``numpy.asarray``)."""
-    if isinstance(x, Tensor):
-        return x if dtype is None else astype(x, dtype)
+    if isinstance(x, (Node, Value)):
+        return lift(x) if dtype is None else astype(x, dtype)
     if dtype is not None:
         x = np.asarray(x, dtype=normalize_dtype(dtype, "asarray"))
-    return _t(_const_node(x, "asarray"))
+    return _const_node(x, "asarray")
 
 
-def placeholder(shape: Sequence[int], dtype: Any = "float64", name: str | None = None) -> Tensor:
+def placeholder(shape: Sequence[int], dtype: Any = "float64", name: str | None = None) -> Node:
     """A symbolic input, bound at evaluation with ``feed={placeholder: array}``."""
     shape = _shape_arg(shape, "placeholder")
     dt = normalize_dtype(dtype, "placeholder")
     uid = next_placeholder_id()
     if name is None:
         name = f"input{placeholder_number(uid)}"
-    return _t(make_node(Op.PLACEHOLDER, (), (str(name), uid, shape, dt.str)))
+    return make_node(Op.PLACEHOLDER, (), (str(name), uid, shape, dt.str))
 
 
 def _shape_arg(shape: Any, op: str) -> tuple[int, ...]:
@@ -167,31 +167,31 @@ def _shape_arg(shape: Any, op: str) -> tuple[int, ...]:
     return out
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None) -> Tensor:
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Node:
     shape = _shape_arg(shape, "full")
     dt = np.asarray(fill_value).dtype if dtype is None else np.dtype(dtype)
     dt = normalize_dtype(dt, "full")
-    return _t(full_node(shape, fill_value, dt))
+    return full_node(shape, fill_value, dt)
 
 
-def zeros(shape: Any, dtype: Any = "float64") -> Tensor:
+def zeros(shape: Any, dtype: Any = "float64") -> Node:
     return full(shape, 0, dtype)
 
 
-def ones(shape: Any, dtype: Any = "float64") -> Tensor:
+def ones(shape: Any, dtype: Any = "float64") -> Node:
     return full(shape, 1, dtype)
 
 
-def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = "float64") -> Tensor:
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = "float64") -> Node:
     dt = normalize_dtype(dtype, "eye")
     n = operator.index(N)
     m = n if M is None else operator.index(M)
     if n < 0 or m < 0:
         raise ShapeError(f"eye: negative dimension in shape {fmt_shape((n, m))}")
-    return _t(make_node(Op.EYE, (), (n, m, operator.index(k), dt.str)))
+    return make_node(Op.EYE, (), (n, m, operator.index(k), dt.str))
 
 
-def arange(start, stop=None, step=None, dtype: Any = None) -> Tensor:
+def arange(start, stop=None, step=None, dtype: Any = None) -> Node:
     arr = np.arange(start, stop, step, dtype=None if dtype is None else np.dtype(dtype))
     return asarray(arr)
 
@@ -201,18 +201,18 @@ def arange(start, stop=None, step=None, dtype: Any = None) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def _unary(op: Op, x: Any) -> Tensor:
-    return _t(make_node(op, (lift(x, op.value),)))
+def _unary(op: Op, x: Any) -> Node:
+    return make_node(op, (lift(x, op.value),))
 
 
-def _binary(op: Op, a: Any, b: Any) -> Tensor:
-    ta, tb = type(a), type(b)
-    if ta is Tensor:
-        if tb is Tensor:
-            return Tensor(make_node(op, (a.node, b.node)))
+def _binary(op: Op, a: Any, b: Any) -> Node:
+    if isinstance(a, Value):
+        if isinstance(b, Value):
+            return make_node(op, (a.node, b.node))
+        tb = type(b)
         if tb is float or tb is int:  # the hot path of traced loops: x * 0.5
-            return Tensor(make_node(op, (a.node, scalar_node(b, a.node.dtype, op))))
-    return Tensor(make_node(op, _lift_pair(a, b, op.value)))
+            return make_node(op, (a.node, scalar_node(b, a.node.dtype, op)))
+    return make_node(op, _lift_pair(a, b, op.value))
 
 
 def negative(x):
@@ -257,8 +257,8 @@ def sign(x):
 def conj(x):
     n = lift(x, "conj")
     if n.dtype.kind == "b":
-        return astype(_t(n), "int8")  # NumPy's conjugate of booleans is int8
-    return _t(n) if n.dtype.kind != "c" else _t(make_node(Op.CONJ, (n,)))
+        return astype(n, "int8")  # NumPy's conjugate of booleans is int8
+    return n if n.dtype.kind != "c" else make_node(Op.CONJ, (n,))
 
 
 conjugate = conj
@@ -266,7 +266,7 @@ conjugate = conj
 
 def real(x):
     n = lift(x, "real")
-    return _t(n) if n.dtype.kind != "c" else _t(make_node(Op.REAL, (n,)))
+    return n if n.dtype.kind != "c" else make_node(Op.REAL, (n,))
 
 
 def imag(x):
@@ -308,7 +308,7 @@ def power(a, b):
     return _binary(Op.POW, a, b)
 
 
-def operator_power(x: Tensor, e: Any) -> Tensor:
+def operator_power(x: Any, e: Any) -> Node:
     """``x ** e`` as NumPy's ``**`` operator computes it: for a Python scalar exponent it takes
     fast paths that are not ``np.power`` on special values (``(1+infj) ** 0.5`` is sqrt's
     inf+infj, power's inf+nanj) or in dtype (``bool_array ** 2`` is square's int8, power's
@@ -355,7 +355,7 @@ def _int_range(dt: np.dtype) -> tuple[int, int]:
     return r
 
 
-def _compare_beyond(op: Op, n: Node, value: int) -> Tensor | None:
+def _compare_beyond(op: Op, n: Node, value: int) -> Node | None:
     """``n <op> value`` for a Python int outside the range of n's integer dtype, which NumPy 2
     compares by its true value (``int32_array < 2**40`` is all True) where arithmetic would
     raise: the int takes int64 or uint64 when it fits one of them (NumPy compares mixed
@@ -368,20 +368,20 @@ def _compare_beyond(op: Op, n: Node, value: int) -> Tensor | None:
         return None
     for lo, hi, wide in _WIDE_INTS:
         if lo <= value <= hi:
-            return _t(make_node(op, (n, full_node((), value, wide, op.value))))
+            return make_node(op, (n, full_node((), value, wide, op.value)))
     return broadcast_to(full((), _BEYOND[op][0 if value > 0 else 1], "bool"), n.shape)
 
 
-def _compare(op: Op, a: Any, b: Any) -> Tensor:
+def _compare(op: Op, a: Any, b: Any) -> Node:
     """A comparison (NEP 50, with NumPy 2's exact comparison of out-of-range Python ints)."""
     if type(b) is int and not isinstance(a, _SCALARS):
         an = lift(a, op.value)
         out = _compare_beyond(op, an, b)
-        return out if out is not None else _binary(op, _t(an), b)
+        return out if out is not None else _binary(op, an, b)
     if type(a) is int and not isinstance(b, _SCALARS):
         bn = lift(b, op.value)
         out = _compare_beyond(_MIRROR[op], bn, a)
-        return out if out is not None else _binary(op, a, _t(bn))
+        return out if out is not None else _binary(op, a, bn)
     return _binary(op, a, b)
 
 
@@ -421,7 +421,7 @@ def bitwise_xor(a, b):
     return _binary(Op.XOR, a, b)
 
 
-def where(condition, x=None, y=None) -> Tensor:
+def where(condition, x=None, y=None) -> Node:
     """Elementwise ``x`` where ``condition`` else ``y`` (NumPy's three-argument form)."""
     if x is None or y is None:
         # NumPy's one-argument form is nonzero(condition): its shape depends on the values
@@ -431,12 +431,12 @@ def where(condition, x=None, y=None) -> Tensor:
         )
     c = lift(condition, "where")
     xn, yn = _lift_pair(x, y, "where")
-    return _t(make_node(Op.WHERE, (c, xn, yn)))
+    return make_node(Op.WHERE, (c, xn, yn))
 
 
-def clip(a, a_min=None, a_max=None) -> Tensor:
+def clip(a, a_min=None, a_max=None) -> Node:
     """``minimum(maximum(a, a_min), a_max)``; either bound may be None (both: ``a``, as NumPy 2)."""
-    out = a if isinstance(a, Tensor) else asarray(a)
+    out = asarray(a)
     if a_min is None and a_max is None:
         if out.dtype.kind == "b":  # NumPy runs np.positive then, which has no bool loop
             raise DTypeError("clip: a bool array with both bounds None (NumPy has no loop)")
@@ -466,12 +466,12 @@ def clip(a, a_min=None, a_max=None) -> Tensor:
     return out
 
 
-def astype(x, dtype) -> Tensor:
+def astype(x, dtype) -> Node:
     n = lift(x, "astype")
     dt = normalize_dtype(dtype, "astype")
     if dt == n.dtype:
-        return _t(n)
-    return _t(make_node(Op.CAST, (n,), (dt.str,)))
+        return n
+    return make_node(Op.CAST, (n,), (dt.str,))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -526,37 +526,37 @@ def normalize_axes(axis: Any, ndim: int, op: str, shape: tuple[int, ...]) -> tup
     return tuple(sorted(out))
 
 
-def _reduce(op: Op, x, axis, keepdims: bool) -> Tensor:
+def _reduce(op: Op, x, axis, keepdims: bool) -> Node:
     n = lift(x, op.value)
     axes = normalize_axes(axis, n.ndim, op.value, n.shape)
     keepdims = bool_arg(keepdims, op.value, "keepdims")
     if not axes and op in (Op.MAX, Op.MIN):
-        return _t(n)
-    return _t(make_node(op, (n,), (axes, keepdims)))
+        return n
+    return make_node(op, (n,), (axes, keepdims))
 
 
-def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def sum(x, axis=None, keepdims: bool = False) -> Node:  # noqa: A001
     return _reduce(Op.SUM, x, axis, keepdims)
 
 
-def prod(x, axis=None, keepdims: bool = False) -> Tensor:
+def prod(x, axis=None, keepdims: bool = False) -> Node:
     return _reduce(Op.PROD, x, axis, keepdims)
 
 
-def max(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def max(x, axis=None, keepdims: bool = False) -> Node:  # noqa: A001
     return _reduce(Op.MAX, x, axis, keepdims)
 
 
-def min(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def min(x, axis=None, keepdims: bool = False) -> Node:  # noqa: A001
     return _reduce(Op.MIN, x, axis, keepdims)
 
 
 amax, amin = max, min
 
 
-def mean(x, axis=None, keepdims: bool = False) -> Tensor:
+def mean(x, axis=None, keepdims: bool = False) -> Node:
     """Arithmetic mean with NumPy's dtypes: float64 for integers, float16 kept (float32 inside)."""
-    t = x if isinstance(x, Tensor) else asarray(x)
+    t = asarray(x)
     axes = normalize_axes(axis, t.ndim, "mean", t.shape)
     keepdims = bool_arg(keepdims, "mean", "keepdims")
     count = math.prod(t.shape[a] for a in axes)
@@ -566,7 +566,7 @@ def mean(x, axis=None, keepdims: bool = False) -> Tensor:
     elif kind == np.float16:
         t = astype(t, "float32")
     s = sum(t, axes, keepdims=keepdims)
-    out = s / count if count else s / full((), 0, s.dtype)
+    out = divide(s, count) if count else divide(s, full((), 0, s.dtype))
     return astype(out, kind) if kind == np.float16 else out
 
 
@@ -575,7 +575,7 @@ def mean(x, axis=None, keepdims: bool = False) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def reshape(x, shape) -> Tensor:
+def reshape(x, shape) -> Node:
     n = lift(x, "reshape")
     shape = [int_arg(s, "reshape", "dimension") for s in _axis_items(shape)]
     if shape.count(-1) > 1:
@@ -592,15 +592,15 @@ def reshape(x, shape) -> Tensor:
         raise ShapeError(f"reshape: negative dimension in shape {tuple(shape)}")
     shape = tuple(shape)
     if shape == n.shape:
-        return _t(n)
+        return n
     if n.op is Op.RESHAPE:  # reshape(reshape(x, s), t) -> reshape(x, t)
         n = n.inputs[0]
         if shape == n.shape:
-            return _t(n)
-    return _t(make_node(Op.RESHAPE, (n,), (shape,)))
+            return n
+    return make_node(Op.RESHAPE, (n,), (shape,))
 
 
-def transpose(x, axes=None) -> Tensor:
+def transpose(x, axes=None) -> Node:
     n = lift(x, "transpose")
     if axes is None:
         perm = tuple(range(n.ndim))[::-1]
@@ -617,15 +617,15 @@ def transpose(x, axes=None) -> Tensor:
             )
         perm = tuple(p % n.ndim for p in perm)
     if perm == tuple(range(n.ndim)):
-        return _t(n)
-    return _t(make_node(Op.TRANSPOSE, (n,), (perm,)))
+        return n
+    return make_node(Op.TRANSPOSE, (n,), (perm,))
 
 
-def permute_dims(x, axes) -> Tensor:
+def permute_dims(x, axes) -> Node:
     return transpose(x, axes)
 
 
-def moveaxis(x, source, destination) -> Tensor:
+def moveaxis(x, source, destination) -> Node:
     n = lift(x, "moveaxis")
     src = normalize_axes(source, n.ndim, "moveaxis", n.shape)
     src_list = list(_axis_items(source))
@@ -640,10 +640,10 @@ def moveaxis(x, source, destination) -> Tensor:
     order = [i for i in range(n.ndim) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return transpose(_t(n), order)
+    return transpose(n, order)
 
 
-def squeeze(x, axis=None) -> Tensor:
+def squeeze(x, axis=None) -> Node:
     n = lift(x, "squeeze")
     if axis is None:
         axes = tuple(i for i, s in enumerate(n.shape) if s == 1)
@@ -655,33 +655,33 @@ def squeeze(x, axis=None) -> Tensor:
                     f"squeeze: axis {a} of operand 0 of shape {fmt_shape(n.shape)} has size "
                     f"{n.shape[a]}, not 1"
                 )
-    return reshape(_t(n), tuple(s for i, s in enumerate(n.shape) if i not in axes))
+    return reshape(n, tuple(s for i, s in enumerate(n.shape) if i not in axes))
 
 
-def expand_dims(x, axis) -> Tensor:
+def expand_dims(x, axis) -> Node:
     n = lift(x, "expand_dims")
     items = _axis_items(axis)
     out_ndim = n.ndim + len(items)
     axes = normalize_axes(items, out_ndim, "expand_dims", n.shape)
     it = iter(n.shape)
     shape = tuple(1 if i in axes else next(it) for i in range(out_ndim))
-    return reshape(_t(n), shape)
+    return reshape(n, shape)
 
 
-def broadcast_to(x, shape) -> Tensor:
+def broadcast_to(x, shape) -> Node:
     n = lift(x, "broadcast_to")
     shape = _shape_arg(shape, "broadcast_to")
     if shape == n.shape:
-        return _t(n)
-    return _t(make_node(Op.BROADCAST, (n,), (shape,)))
+        return n
+    return make_node(Op.BROADCAST, (n,), (shape,))
 
 
-def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Tensor:
+def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Node:
     nodes = [lift(a, "concatenate") for a in arrays]
     if not nodes:
         raise ShapeError("concatenate: needs at least one operand")
     if axis is None:
-        nodes = [reshape(_t(n), (-1,)).node for n in nodes]
+        nodes = [reshape(n, (-1,)) for n in nodes]
         axis = 0
     for k, n in enumerate(nodes):
         if n.ndim == 0:
@@ -695,11 +695,11 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Tensor:
             )
     (ax,) = normalize_axes(axis, nodes[0].ndim, "concatenate", nodes[0].shape)
     if len(nodes) == 1:
-        return _t(nodes[0])
-    return _t(make_node(Op.CONCAT, tuple(nodes), (ax,)))
+        return nodes[0]
+    return make_node(Op.CONCAT, tuple(nodes), (ax,))
 
 
-def stack(arrays: Sequence[Any], axis: int = 0) -> Tensor:
+def stack(arrays: Sequence[Any], axis: int = 0) -> Node:
     nodes = [lift(a, "stack") for a in arrays]
     if not nodes:
         raise ShapeError("stack: needs at least one operand")
@@ -710,10 +710,10 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Tensor:
                 f"shape {fmt_shape(nodes[0].shape)}"
             )
     (ax,) = normalize_axes(axis, nodes[0].ndim + 1, "stack", nodes[0].shape)
-    return concatenate([expand_dims(_t(n), ax) for n in nodes], ax)
+    return concatenate([expand_dims(n, ax) for n in nodes], ax)
 
 
-def getitem(x, key) -> Tensor:
+def getitem(x, key) -> Node:
     """Basic indexing: ints, slices (any step), None and Ellipsis."""
     n = lift(x, "getitem")
     if not isinstance(key, tuple):
@@ -769,7 +769,7 @@ def getitem(x, key) -> Tensor:
         ax += 1
     trivial = all(s == (0, size, 1) for s, size in zip(spec, n.shape))
     out = n if trivial else make_node(Op.SLICE, (n,), (tuple(spec),))
-    return reshape(_t(out), tuple(out_shape))
+    return reshape(out, tuple(out_shape))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -777,24 +777,31 @@ def getitem(x, key) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def _lift_operands(operands):
+def lift_operands(operands) -> tuple[list[Node], list[tuple[int, ...]]]:
+    """einsum's operands as nodes, and their shapes (what ``parse`` needs)."""
     # Python scalars are operands like any other, as numpy.einsum makes them arrays first
     # (np.asarray(3) is int64): not weak scalars, so einsum("i,->i", int8, 3) is int64 there
     nodes = [lift(o, "einsum") for o in operands]
     return nodes, [nd.shape for nd in nodes]
 
 
-def einsum(*args: Any) -> Tensor:
-    """Einstein summation, as ``numpy.einsum``, plus integer sublists with any number of labels.
-
-    ``einsum("ij,jk->ik", a, b)`` or ``einsum(a, [0, 1], b, [1, 2], [0, 2])``.
-    """
-    nodes, spec = _einsum.parse(args, _lift_operands)
+def einsum_spec(nodes: Sequence[Node], spec: _einsum.EinsumSpec) -> Node:
+    """The EINSUM node of lifted operands and a parsed specification (tenloom/einsum.py parses
+    the string and sublist forms): labels renumbered, size-1 broadcast axes squeezed away."""
+    nodes = list(nodes)
     in_labels, out, squeeze_axes, _ = _einsum.normalize(spec, [n.shape for n in nodes])
     for k, drop in enumerate(squeeze_axes):
         if drop:
-            nodes[k] = squeeze(_t(nodes[k]), drop).node
-    return _t(make_node(Op.EINSUM, tuple(nodes), (in_labels, out)))
+            nodes[k] = squeeze(nodes[k], drop)
+    return make_node(Op.EINSUM, tuple(nodes), (in_labels, out))
+
+
+def einsum(operands: Sequence[Any], terms: Sequence[Sequence], output: Sequence) -> Node:
+    """Einstein summation of ``operands`` over hashable labels: ``terms[k]`` labels operand k's
+    axes (a label repeated within one term takes a diagonal), ``output`` the result's."""
+    nodes, _ = lift_operands(operands)
+    spec = _einsum.EinsumSpec(tuple(tuple(t) for t in terms), tuple(output), "<einsum>")
+    return einsum_spec(nodes, spec)
 
 
 def _check_2d(n: Node, op: str):
@@ -818,24 +825,24 @@ def _offset(value: Any, n: Node, a1: int, a2: int, op: str) -> int:
     return builtins.max(-bound, builtins.min(bound, k))
 
 
-def diagonal(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+def diagonal(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Node:
     n = lift(x, "diagonal")
     a1, a2 = _axis_pair(n, axis1, axis2, "diagonal")
-    return _t(make_node(Op.DIAGONAL, (n,), (_offset(offset, n, a1, a2, "diagonal"), a1, a2)))
+    return make_node(Op.DIAGONAL, (n,), (_offset(offset, n, a1, a2, "diagonal"), a1, a2))
 
 
-def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Node:
     n = lift(x, "trace")
     a1, a2 = _axis_pair(n, axis1, axis2, "trace")
-    return _t(make_node(Op.TRACE, (n,), (_offset(offset, n, a1, a2, "trace"), a1, a2)))
+    return make_node(Op.TRACE, (n,), (_offset(offset, n, a1, a2, "trace"), a1, a2))
 
 
-def matmul(a, b) -> Tensor:
+def matmul(a, b) -> Node:
     an, bn = lift(a, "matmul"), lift(b, "matmul")
-    return _t(make_node(Op.MATMUL, (an, bn)))
+    return make_node(Op.MATMUL, (an, bn))
 
 
-def tensordot(a, b, axes: Any = 2) -> Tensor:
+def tensordot(a, b, axes: Any = 2) -> Node:
     an, bn = lift(a, "tensordot"), lift(b, "tensordot")
     if isinstance(axes, (float, np.floating)):  # NumPy: TypeError
         raise OptionTypeError(f"tensordot: axes {axes!r} is not an int or a pair")
@@ -862,25 +869,101 @@ def tensordot(a, b, axes: Any = 2) -> Tensor:
         axb = tuple(normalize_axes([b], bn.ndim, "tensordot", bn.shape)[0] for b in xb)
         if len(set(axa)) != len(axa) or len(set(axb)) != len(axb):
             raise ShapeError(f"tensordot: repeated axis in {axes!r}")
-    return _t(make_node(Op.TENSORDOT, (an, bn), (axa, axb)))
+    return make_node(Op.TENSORDOT, (an, bn), (axa, axb))
 
 
-def dot(a, b) -> Tensor:
+def dot(a, b) -> Node:
     """``numpy.dot``: a product for scalars, matmul up to 2-D, tensordot over (-1, -2) beyond."""
     an, bn = lift(a, "dot"), lift(b, "dot")
     if an.ndim == 0 or bn.ndim == 0:
-        return multiply(_t(an), _t(bn))
+        return multiply(an, bn)
     if an.ndim <= 2 and bn.ndim <= 2:
-        return matmul(_t(an), _t(bn))
-    return tensordot(_t(an), _t(bn), ([an.ndim - 1], [builtins.max(bn.ndim - 2, 0)]))
+        return matmul(an, bn)
+    return tensordot(an, bn, ([an.ndim - 1], [builtins.max(bn.ndim - 2, 0)]))
 
 
-def outer(a, b) -> Tensor:
-    return einsum("i,j->ij", reshape(a, (-1,)), reshape(b, (-1,)))
+def outer(a, b) -> Node:
+    return einsum([reshape(a, (-1,)), reshape(b, (-1,))], [[0], [1]], [0, 1])
 
 
-def inner(a, b) -> Tensor:
+def inner(a, b) -> Node:
     an, bn = lift(a, "inner"), lift(b, "inner")
     if an.ndim == 0 or bn.ndim == 0:
-        return multiply(_t(an), _t(bn))
-    return tensordot(_t(an), _t(bn), ([an.ndim - 1], [bn.ndim - 1]))
+        return multiply(an, bn)
+    return tensordot(an, bn, ([an.ndim - 1], [bn.ndim - 1]))
+
+
+# the builders that return a node, by their public name (wrapped as Tensors in tenloom/api.py
+# and as Values in graph/value.py ``V``)
+BUILDERS = (
+    "abs",
+    "absolute",
+    "add",
+    "amax",
+    "amin",
+    "arange",
+    "asarray",
+    "astype",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "broadcast_to",
+    "clip",
+    "concatenate",
+    "conj",
+    "conjugate",
+    "cos",
+    "diagonal",
+    "divide",
+    "dot",
+    "equal",
+    "exp",
+    "expand_dims",
+    "eye",
+    "floor_divide",
+    "full",
+    "greater",
+    "greater_equal",
+    "imag",
+    "inner",
+    "invert",
+    "less",
+    "less_equal",
+    "log",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "min",
+    "minimum",
+    "moveaxis",
+    "multiply",
+    "negative",
+    "not_equal",
+    "ones",
+    "outer",
+    "permute_dims",
+    "placeholder",
+    "power",
+    "prod",
+    "real",
+    "remainder",
+    "reshape",
+    "sign",
+    "sin",
+    "sqrt",
+    "squeeze",
+    "stack",
+    "subtract",
+    "sum",
+    "tanh",
+    "tensordot",
+    "trace",
+    "transpose",
+    "true_divide",
+    "where",
+    "zeros",
+    "operator_power",
+    "getitem",
+    "einsum",
+)
