@@ -68,7 +68,7 @@ class Constant:
 # Placeholder uids: a random 64-bit session number of this process in the high bits and a
 # counter in the low ``_COUNTER_BITS``. A uid is never issued twice, and a placeholder made by
 # another process (read from its file by tl.load) cannot carry a uid issued here, so load can
-# tell the placeholders this process made from foreign ones (graph/serialize.py gives foreign
+# tell the placeholders this process made from foreign ones (runtime/serialize.py gives foreign
 # ones new uids). A forked child draws a new session whose counter goes on from its parent's
 # (default names stay distinct), keeping what the parent had issued before the fork.
 _COUNTER_BITS = 40

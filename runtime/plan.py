@@ -168,7 +168,7 @@ class Plan:
             return execute(self.optimized, bound, self.backend, self.device, to_host, threads)
 
     def dump(self) -> str:
-        from tenloom.graph.dump import dump_nodes
+        from tenloom.dump import dump_nodes
 
         return dump_nodes(self.optimized.outputs)
 
@@ -179,7 +179,7 @@ class Plan:
         Options that only steer optimization and are not plain data (an optimizer object,
         ``cache_dir``, ``progress``, ``verify``) are left out, as is a Dask ``scheduler``
         (a connection, not data)."""
-        from tenloom.graph.serialize import save_document
+        from tenloom.runtime.serialize import save_document
 
         _check_path("save", path)
         opts = {}
@@ -222,7 +222,7 @@ _SAVED_OPTIONS = ("passes", "optimize")
 
 
 def _encodable(value: Any, option: str | None = None) -> bool:
-    from tenloom.graph.serialize_values import SaveTypeError, encode_value
+    from tenloom.runtime.serialize_values import SaveTypeError, encode_value
 
     try:
         encode_value(value)
@@ -239,8 +239,8 @@ def save(obj: Any, path: str | os.PathLike) -> None:
     """Save a Tensor, a list or tuple of Tensors, or a Plan to ``path`` (JSON) plus a sibling
     ``.npz`` holding the constants; ``load(path)`` reads it back. The schema is in
     docs/format.md."""
-    from tenloom.graph.serialize import save_document
-    from tenloom.graph.serialize_values import SaveTypeError
+    from tenloom.runtime.serialize import save_document
+    from tenloom.runtime.serialize_values import SaveTypeError
 
     _check_path("save", path)
     if isinstance(obj, Plan):
@@ -263,7 +263,7 @@ def load(path: str | os.PathLike) -> Any:
     call (no tracing, pass or path search). Anything malformed raises GraphFormatError;
     loading never runs code from the files and reads nothing outside the JSON file's folder."""
     from tenloom.graph.errors import GraphFormatError
-    from tenloom.graph.serialize import load_document
+    from tenloom.runtime.serialize import load_document
 
     _check_path("load", path)
     loaded = load_document(path, fused_check=_fusable)

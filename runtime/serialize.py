@@ -38,8 +38,9 @@ from tenloom.graph.errors import GraphFormatError, MemoryLimitError
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import OPS, Op
 from tenloom.graph.ops_leaf import Constant, issued_here, next_placeholder_id
-from tenloom.graph.serialize_checks import CHECKS, check_fused, check_inferred, check_shape
-from tenloom.graph.serialize_values import (
+from tenloom.graph.traverse import toposort
+from tenloom.runtime.serialize_checks import CHECKS, check_fused, check_inferred, check_shape
+from tenloom.runtime.serialize_values import (
     NODE_DTYPES,
     OP_NAMES,
     BadFormat,
@@ -48,7 +49,6 @@ from tenloom.graph.serialize_values import (
     encode_value,
     short,
 )
-from tenloom.graph.traverse import toposort
 
 FORMAT = "tenloom"
 VERSION = 1

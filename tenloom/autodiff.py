@@ -35,7 +35,7 @@ SWEEP_NETWORKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _networks(before) -> list[dict]:
     """The n-ary networks the pre-pass's order search saw (equation, operands)."""
-    from tenloom.graph.dump import einsum_text
+    from tenloom.dump import einsum_text
 
     return [
         {"equation": einsum_text(*n.attrs), "operands": len(n.inputs)}

@@ -125,7 +125,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, tuple]:
 
 
 def _dump(args: argparse.Namespace) -> int:
-    from tenloom.graph.dump import dump_nodes
+    from tenloom.dump import dump_nodes
     from tenloom.passes import run_pipeline
     from tenloom.runtime.evaluate import build_graph, pipeline_options
 

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
+
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops_elementwise import SYMBOL
@@ -45,7 +46,7 @@ from tenloom.graph.ops_fused import program_steps
 from tenloom.graph.ops_leaf import full_value
 from tenloom.graph.ops_sliced import forward_positions, path_steps
 from tenloom.graph.traverse import toposort
-from tenloom.graph.trees import (
+from tenloom.trees import (
     contraction_trees,
     is_pairwise,
     out_labels,

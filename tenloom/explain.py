@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenloom.graph.dump import einsum_text
+from tenloom.dump import einsum_text
 from tenloom.graph.graph import Graph
 from tenloom.graph.ops import Op
 from tenloom.passes import run_pipeline

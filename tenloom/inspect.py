@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenloom.graph.dump import dump_nodes
+from tenloom.dump import dump_nodes
 from tenloom.passes import run_pipeline
 from tenloom.runtime.evaluate import build_graph, pipeline_options
 

@@ -1,6 +1,6 @@
 """Contraction trees: the pairwise contractions of a graph grouped into the trees they form.
 
-Shared by ``tl.dump`` (graph/dump.py) and ``tl.visualize`` (tenloom/visualize.py). A pairwise
+Shared by ``tl.dump`` (tenloom/dump.py) and ``tl.visualize`` (tenloom/visualize.py). A pairwise
 contraction (a CONTRACT, or a two-operand EINSUM before lowering) joins its consumer's tree
 when that consumer is pairwise, reads it once and with distinct labels (so the child's output
 indices map one to one onto what the consumer reads), and it is not a graph output.

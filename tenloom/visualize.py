@@ -25,16 +25,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tenloom.graph.dump import _attrs_text, einsum_text, sweep_text
+from tenloom.dump import _attrs_text, einsum_text, sweep_text
 from tenloom.graph.errors import TenloomError
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
 from tenloom.graph.ops_fused import program_steps
 from tenloom.graph.ops_sliced import inner_for, n_slices
-from tenloom.graph.trees import contraction_trees as _trees_of
-from tenloom.graph.trees import is_pairwise, out_labels, slot_labels, tree_labels
 from tenloom.passes.cost import node_flops
+from tenloom.trees import contraction_trees as _trees_of
+from tenloom.trees import is_pairwise, out_labels, slot_labels, tree_labels
 
 # Drawings past this many DOT nodes are refused: dot's layout time grows fast and the picture
 # stops being readable long before; tl.dump scales to any size.
@@ -314,7 +314,7 @@ def _draw_fused(
 
 
 def contraction_trees(graph: Graph) -> list[list[Node]]:
-    """The pairwise contractions of ``graph`` grouped into trees (graph/trees.py), each listed
+    """The pairwise contractions of ``graph`` grouped into trees (tenloom/trees.py), each listed
     root first, the last root first."""
     return _trees_of(graph.order, graph.outputs)[::-1]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tenloom.graph.dump import dump_nodes
 
 import tenloom as tl
 from tenloom import cli
+from tenloom.dump import dump_nodes
 
 
 @pytest.fixture

@@ -12,12 +12,12 @@ import textwrap
 
 import numpy as np
 import pytest
-from tenloom.graph.dump import GUTTER, _attrs_text, dump_nodes
 from tenloom.graph.ops import Op
 from tenloom.passes import run_pipeline
 from tenloom.runtime.evaluate import build_graph
 
 import tenloom as tl
+from tenloom.dump import GUTTER, _attrs_text, dump_nodes
 
 HEAD = re.compile(r"^(%\d+) = (\w+)(\[.*\])?\(([^)]*)\) : (\w+)\(")
 

@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tenloom.graph import serialize as ser
-from tenloom.graph import serialize_checks as checks
 from tenloom.graph.ops import OPS, Op
-from tenloom.graph.serialize_values import SaveTypeError, decode_value, encode_value
 from tenloom.passes import DEFAULT_PIPELINE, slicing
 from tenloom.passes import contraction_order as co
 from tenloom.runtime import evaluate as ev
 from tenloom.runtime import plan as pl
+from tenloom.runtime import serialize as ser
+from tenloom.runtime import serialize_checks as checks
+from tenloom.runtime.serialize_values import SaveTypeError, decode_value, encode_value
 
 import tenloom as tl
 from tenloom.tensor import Tensor
@@ -491,7 +491,7 @@ def test_tagged_values_round_trip_exactly(value):
 
 def test_every_op_has_an_attribute_check():
     unchecked = set(OPS) - set(checks.CHECKS) - {Op.CONST, Op.FUSED}
-    assert not unchecked, f"add attribute checks to graph/serialize_checks.py for {unchecked}"
+    assert not unchecked, f"add attribute checks to runtime/serialize_checks.py for {unchecked}"
 
 
 # ---- errors on save ---------------------------------------------------------------------------
