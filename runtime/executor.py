@@ -1,13 +1,14 @@
-"""The executor: runs a compiled program on one backend, in order or (threads > 1) through
-the concurrent scheduler.
+"""The executor: runs a compiled program on one backend, in order (runtime/program.py's step
+loop) or (threads > 1) through the concurrent scheduler.
 
-It takes a graph and bindings and returns arrays; it frees each intermediate after its last use
-and turns any failure into an ``EvaluationError`` that names the node.
+It takes a graph and bindings and returns arrays: the feed checked against the placeholders,
+the outputs fresh arrays (never a leaf's memory, never shared). The step loop frees each
+intermediate after its last use and turns any failure into an ``EvaluationError`` that names
+the node.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
@@ -21,9 +22,13 @@ from tenloom.graph.errors import (
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op, as_array
-from tenloom.runtime import testing
-from tenloom.runtime.buffers import CURRENT
-from tenloom.runtime.program import Program, compile_program, still_bound
+from tenloom.runtime.buffers import root
+from tenloom.runtime.program import (  # noqa: F401  (describe, program_for: re-exported)
+    Program,
+    describe,
+    program_for,
+    run,
+)
 
 
 def bind_feed(graph: Graph, feed: dict[Any, Any] | None) -> dict[int, np.ndarray]:
@@ -96,28 +101,6 @@ def feed_cast(value: Any, arr: np.ndarray, dtype: np.dtype, name: str) -> np.nda
     return out
 
 
-def describe(node: Node, device: str) -> str:
-    return f"{node.op.value} {node.dtype}{fmt_shape(node.shape)} on {device} at {node.where}"
-
-
-def _root(arr: np.ndarray) -> np.ndarray:
-    while isinstance(arr.base, np.ndarray):
-        arr = arr.base
-    return arr
-
-
-_PROGRAMS: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
-
-
-def program_for(graph: Graph, backend: Any) -> Program:
-    """The compiled program of ``graph`` on ``backend`` (compiled once per graph and backend)."""
-    per_graph = _PROGRAMS.setdefault(graph, {})
-    prog = per_graph.get(backend.kind)
-    if prog is None or (prog.frozen_bound and not still_bound(prog)):
-        prog = per_graph[backend.kind] = compile_program(graph, backend)
-    return prog
-
-
 def execute(
     graph: Graph,
     bound: dict[int, np.ndarray],
@@ -149,56 +132,12 @@ def _leaf_ids(prog: Program, bound: dict[int, Any]) -> set[int]:
         if step.kernel is None:
             node = step.node
             host = node.attrs[0].value if node.op is Op.CONST else bound[id(node)]
-            ids.add(id(_root(host)))
+            ids.add(id(root(host)))
     return ids
 
 
-def _run_sequential(prog, bound, backend, device, leaf_roots) -> list[Any]:
-    arena = prog.arena()
-    token = CURRENT.set(arena)  # None too: a run nested in another never takes the outer's
-    check = testing.check
-    from_host = backend.from_host
-    if testing.injecting():  # every node checked, constants too
-        vals: list[Any] = [None] * prog.n_slots
-        steps = prog.steps
-    else:  # constants are in their slots already
-        vals = list(prog.slots)
-        leaf_roots |= prog.const_roots
-        steps = prog.run_steps
-    # one pass per node: this loop's own cost is the dispatch overhead of every small node
-    try:
-        for step in steps:
-            node = step.node
-            kernel = step.kernel
-            try:
-                check(node)
-                if kernel is None:
-                    const = node.op is Op.CONST
-                    host = node.attrs[0].value if const else bound[id(node)]
-                    value = from_host(host, const)
-                    leaf_roots.add(id(_root(value)) if isinstance(value, np.ndarray) else id(value))
-                else:
-                    ins = step.inputs
-                    if len(ins) == 2:
-                        value = kernel(vals[ins[0]], vals[ins[1]])
-                    elif len(ins) == 1:
-                        value = kernel(vals[ins[0]])
-                    else:
-                        value = kernel(*[vals[i] for i in ins])
-            except Exception as e:
-                raise EvaluationError(f"node failed: {describe(node, device)}: {e}") from e
-            vals[step.out] = value
-            if arena is not None:
-                for f in step.drop:
-                    arena.drop(vals, f)
-            for f in step.free:
-                vals[f] = None
-        return [vals[k] for k in prog.outputs]
-    finally:
-        vals.clear()
-        CURRENT.reset(token)
-        if arena is not None:
-            prog.release(arena)
+# the sequential run (benchmarks/grad_breakdown.py clocks it under this name)
+_run_sequential = run
 
 
 def _finish(graph: Graph, vals: list[Any], backend: Any, to_host: bool, leaf_roots: set[int]):
@@ -209,7 +148,7 @@ def _finish(graph: Graph, vals: list[Any], backend: Any, to_host: bool, leaf_roo
     for v, out in zip(vals, graph.outputs):
         if not to_host:
             v = as_array(v)
-            rid = id(_root(v)) if isinstance(v, np.ndarray) else id(v)
+            rid = id(root(v)) if isinstance(v, np.ndarray) else id(v)
             if rid in taken:
                 v = v.copy()
                 rid = id(v)
@@ -219,8 +158,8 @@ def _finish(graph: Graph, vals: list[Any], backend: Any, to_host: bool, leaf_roo
         arr = np.asarray(backend.to_host(v))
         if arr.dtype != out.dtype:
             arr = arr.astype(out.dtype)
-        if not arr.flags.writeable or id(_root(arr)) in taken:
+        if not arr.flags.writeable or id(root(arr)) in taken:
             arr = arr.copy()
-        taken.add(id(_root(arr)))
+        taken.add(id(root(arr)))
         results.append(arr)
     return results

@@ -1,25 +1,37 @@
-"""A compiled program: an optimized graph turned once into a flat list of steps.
+"""A compiled program: an optimized graph turned once into a flat list of steps, and the one
+loop that runs them.
 
 Each step holds a ready kernel (a callable made by the backend for that node, with its shapes,
 permutations or generated code worked out), the slots it reads and writes, and the slots to
 free after it: running a program is a tight loop, with no graph walking, dict lookups or
 attribute decoding per call.
+
+    compile_program(graph, backend)   the steps, once (program_for caches them per graph)
+    run(prog, feed, backend, ...)     the step loop: evaluate and plans (runtime/executor.py),
+                                      each slice of a sliced network (runtime/sliced.py),
+                                      the OpenCL backend's sub-programs
+    leaf_value / failure              one step's pieces that the concurrent scheduler's workers
+                                      share with the loop (runtime/scheduler.py orders steps
+                                      over threads and streams around them)
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from tenloom.graph.errors import EvaluationError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops_leaf import is_frozen
-from tenloom.runtime.buffers import POOL_MIN_BYTES, POOLING, Arena, root
+from tenloom.runtime import testing
+from tenloom.runtime.buffers import CURRENT, POOL_MIN_BYTES, POOLING, Arena, root
 
 
 @dataclass
@@ -127,3 +139,106 @@ def still_bound(prog: Program) -> bool:
     """Whether the frozen constants whose device copies ``prog`` holds are all still frozen:
     one made writeable again may have changed (the program is then compiled anew)."""
     return all(is_frozen(a) for a in prog.frozen_bound)
+
+
+_PROGRAMS: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
+
+
+def program_for(graph: Graph, backend: Any) -> Program:
+    """The compiled program of ``graph`` on ``backend`` (compiled once per graph and backend)."""
+    per_graph = _PROGRAMS.setdefault(graph, {})
+    prog = per_graph.get(backend.kind)
+    if prog is None or (prog.frozen_bound and not still_bound(prog)):
+        prog = per_graph[backend.kind] = compile_program(graph, backend)
+    return prog
+
+
+# ---- running -----------------------------------------------------------------------------------
+
+
+def describe(node: Node, device: str) -> str:
+    return f"{node.op.value} {node.dtype}{fmt_shape(node.shape)} on {device} at {node.where}"
+
+
+def failure(node: Node, device: str, exc: BaseException) -> EvaluationError:
+    """The error a run raises for ``exc`` raised by ``node``'s step (``from exc``)."""
+    return EvaluationError(f"node failed: {describe(node, device)}: {exc}")
+
+
+def leaf_value(node: Node, feed: dict[int, Any], from_host: Any, upload: bool = True) -> Any:
+    """A leaf's value: a constant's array, or a placeholder's from ``feed`` (id -> array), on
+    the backend (``from_host``; ``upload=False``: feed values are the backend's already)."""
+    if node.op is Op.CONST:
+        return from_host(node.attrs[0].value, True)
+    value = feed[id(node)]
+    return from_host(value, False) if upload else value
+
+
+def run(
+    prog: Program,
+    feed: dict[int, Any],
+    backend: Any,
+    device: str | None = "cpu",
+    leaf_roots: set[int] | None = None,
+    upload: bool = True,
+    pool: bool = True,
+) -> list[Any]:
+    """Run ``prog`` step by step; returns the values of its outputs (the backend's arrays).
+
+    ``feed``: the placeholders' arrays by node id (host arrays, copied to the backend as their
+    step comes; ``upload=False``: the backend's own). ``device``: a failing step raises
+    EvaluationError naming its node on this device (None: its own exception, for runs inside
+    another node's kernel). ``leaf_roots``: gets the memory identities of the leaves' values
+    (outputs must not alias them). ``pool``: intermediates may reuse buffers of earlier runs
+    (runtime/buffers.py); a run without it allocates fresh memory, as a slice's memory limit
+    wants.
+    """
+    arena = prog.arena() if pool else None
+    token = CURRENT.set(arena)  # None too: a run nested in another never takes the outer's
+    check = testing.check
+    from_host = backend.from_host
+    if testing.injecting():  # every node checked, constants too
+        vals: list[Any] = [None] * prog.n_slots
+        steps = prog.steps
+    else:  # constants are in their slots already
+        vals = list(prog.slots)
+        steps = prog.run_steps
+        if leaf_roots is not None:
+            leaf_roots |= prog.const_roots
+    # one pass per node: this loop's own cost is the dispatch overhead of every small node
+    try:
+        for step in steps:
+            node = step.node
+            kernel = step.kernel
+            try:
+                check(node)
+                if kernel is None:
+                    value = leaf_value(node, feed, from_host, upload)
+                    if leaf_roots is not None:
+                        leaf_roots.add(
+                            id(root(value)) if isinstance(value, np.ndarray) else id(value)
+                        )
+                else:
+                    ins = step.inputs
+                    if len(ins) == 2:
+                        value = kernel(vals[ins[0]], vals[ins[1]])
+                    elif len(ins) == 1:
+                        value = kernel(vals[ins[0]])
+                    else:
+                        value = kernel(*[vals[i] for i in ins])
+            except Exception as e:
+                if device is None:
+                    raise
+                raise failure(node, device, e) from e
+            vals[step.out] = value
+            if arena is not None:
+                for f in step.drop:
+                    arena.drop(vals, f)
+            for f in step.free:
+                vals[f] = None
+        return [vals[k] for k in prog.outputs]
+    finally:
+        vals.clear()
+        CURRENT.reset(token)
+        if arena is not None:
+            prog.release(arena)

@@ -1,5 +1,9 @@
 """The concurrent scheduler: dependency counting, a ready queue, a pool of worker threads.
 
+A policy around the steps of a compiled program (runtime/program.py): where the step loop runs
+steps in order, this one runs each step as soon as its inputs are there, on a worker, with the
+same pieces (``leaf_value``, the kernel call, ``failure``).
+
     ready = steps whose inputs are all computed, kept in a heap by topological position
     while steps remain: hand ready steps to idle workers; as each finishes, release its
     consumers and free every input whose last consumer it was
@@ -22,22 +26,9 @@ from typing import Any
 
 import numpy as np
 from tenloom.graph.errors import EvaluationError
-from tenloom.graph.ops import Op
 from tenloom.runtime import testing
-from tenloom.runtime.buffers import CURRENT
-from tenloom.runtime.program import Program
-
-
-def _root(arr):
-    while isinstance(arr.base, np.ndarray):
-        arr = arr.base
-    return arr
-
-
-def _describe(node, device: str) -> str:
-    from tenloom.runtime.executor import describe
-
-    return describe(node, device)
+from tenloom.runtime.buffers import CURRENT, root
+from tenloom.runtime.program import Program, failure, leaf_value
 
 
 def run_concurrent(
@@ -83,7 +74,7 @@ def run_concurrent(
         return step.kernel(*[values[i] for i in step.inputs]), None
 
     done_count = 0
-    failure: tuple[int, BaseException] | None = None
+    failed: tuple[int, BaseException] | None = None
     arena = prog.arena()
     token = CURRENT.set(arena)  # None too: a run nested in another never takes the outer's
     try:
@@ -92,25 +83,23 @@ def run_concurrent(
         ) as pool:
             running: dict[cf.Future, int] = {}
             while done_count < n:
-                while ready and failure is None and len(running) < threads:
+                while ready and failed is None and len(running) < threads:
                     k = heapq.heappop(ready)
                     step = steps[k]
                     if step.kernel is None:  # leaves: bound here, no worker needed
                         try:
                             testing.check(step.node)
-                            const = step.node.op is Op.CONST
-                            host = step.node.attrs[0].value if const else bound[id(step.node)]
-                            values[k] = backend.from_host(host, const)
+                            values[k] = leaf_value(step.node, bound, backend.from_host)
                         except Exception as e:
-                            failure = (k, e)
+                            failed = (k, e)
                             break
                         v = values[k]
-                        leaf_roots.add(id(_root(v)) if isinstance(v, np.ndarray) else id(v))
+                        leaf_roots.add(id(root(v)) if isinstance(v, np.ndarray) else id(v))
                         done_count += 1
                         _release(k, consumers, waiting, ready)
                         continue
                     running[pool.submit(contextvars.copy_context().run, work, k)] = k
-                if failure is not None:
+                if failed is not None:
                     # drain: let running work finish, start nothing new
                     cf.wait(running)
                     break
@@ -123,8 +112,8 @@ def run_concurrent(
                     k = running.pop(f)
                     exc = f.exception()
                     if exc is not None:
-                        if failure is None:
-                            failure = (k, exc)
+                        if failed is None:
+                            failed = (k, exc)
                         continue
                     values[k], events[k] = f.result()
                     done_count += 1
@@ -136,12 +125,10 @@ def run_concurrent(
                                 arena.drop(values, i)
                             values[i] = None
                             events[i] = None
-        if failure is not None:
-            k, exc = failure
+        if failed is not None:
+            k, exc = failed
             values.clear()
-            raise EvaluationError(
-                f"node failed: {_describe(steps[k].node, device)}: {exc}"
-            ) from exc
+            raise failure(steps[k].node, device, exc) from exc
         if streams is not None:
             backend.synchronize()
         out = [values[k] for k in prog.outputs]

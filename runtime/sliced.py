@@ -42,8 +42,9 @@ from tenloom.graph.ops_sliced import (
     slice_peak_bytes,
     slice_values,
 )
-from tenloom.runtime.buffers import CURRENT
 from tenloom.runtime.determinism import DETERMINISTIC, THREADS
+from tenloom.runtime.program import program_for
+from tenloom.runtime.program import run as run_program
 from tenloom.runtime.progress import BAR
 
 
@@ -91,28 +92,6 @@ def _inner_of(node: Node) -> tuple[Graph, tuple]:
     )
 
 
-def run_program(prog, backend, feed: dict) -> list:
-    """One straight run of a compiled program; placeholders read ``feed`` (id -> array).
-    Kernels allocate fresh arrays here (no arena): a slice's memory is what the limit sized."""
-    token = CURRENT.set(None)
-    try:
-        vals: list = [None] * prog.n_slots
-        for step in prog.steps:
-            if step.kernel is None:
-                node = step.node
-                if node.op is Op.PLACEHOLDER:
-                    vals[step.out] = feed[id(node)]
-                else:
-                    vals[step.out] = backend.from_host(node.attrs[0].value, True)
-            else:
-                vals[step.out] = step.kernel(*[vals[i] for i in step.inputs])
-            for f in step.free:
-                vals[f] = None
-        return [vals[k] for k in prog.outputs]
-    finally:
-        CURRENT.reset(token)
-
-
 class _Worker:
     """Runs slices of one node on one backend into its own accumulator."""
 
@@ -120,7 +99,6 @@ class _Worker:
         self, node: Node, backend: Any, arrays: list, graph: Graph, leaves: tuple, stream=False
     ):
         from tenloom.passes.cost import node_flops
-        from tenloom.runtime.executor import program_for
 
         self.attrs = node.attrs
         self.backend = backend
@@ -162,8 +140,11 @@ class _Worker:
     def _run(self, k: int) -> None:
         t0 = time.perf_counter()
         values = slice_values(self.attrs, k)
-        feed = slice_feed(self.attrs, self.arrays, values)
-        parts = run_program(self.prog, self.backend, {id(p): a for p, a in zip(self.leaves, feed)})
+        operands = slice_feed(self.attrs, self.arrays, values)
+        feed = {id(p): a for p, a in zip(self.leaves, operands)}
+        # the step loop on views of the operands, in fresh memory (no arena): a slice's memory
+        # is what the limit sized
+        parts = run_program(self.prog, feed, self.backend, None, upload=False, pool=False)
         for (view, term), part in zip(self.views, parts):
             idx = slice_index(term, values)
             if idx:

@@ -16,6 +16,7 @@ from tenloom.graph.ops import Op
 from tenloom.graph.ops_leaf import full_value
 from tenloom.graph.ops_movement import diagonal_len
 from tenloom.runtime.backends import opencl_source as src
+from tenloom.runtime.program import compile_program, run
 
 if TYPE_CHECKING:
     from tenloom.runtime.backends.opencl import Backend
@@ -168,7 +169,6 @@ def _lowered(be: Backend, node: Node):
     from tenloom.graph.node import make_node
     from tenloom.graph.ops_leaf import next_placeholder_id
     from tenloom.passes import run_pipeline
-    from tenloom.runtime.program import compile_program
 
     phs = [
         make_node(Op.PLACEHOLDER, (), (f"in{k}", next_placeholder_id(), x.shape, x.dtype.str))
@@ -185,19 +185,9 @@ def _lowered(be: Backend, node: Node):
 
 
 def _run_program(prog: Any, be: Backend, feed: dict[int, Any]) -> list:
-    """One straight run of a compiled sub-program; placeholders read ``feed`` (id -> array)."""
-    vals: list[Any] = [None] * prog.n_slots
-    for step in prog.steps:
-        n = step.node
-        if step.kernel is not None:
-            vals[step.out] = step.kernel(*[vals[i] for i in step.inputs])
-        elif n.op is Op.PLACEHOLDER:
-            vals[step.out] = feed[id(n)]
-        else:
-            vals[step.out] = be.from_host(n.attrs[0].value, True)
-        for f in step.free:
-            vals[f] = None
-    return [vals[k] for k in prog.outputs]
+    """One run of a compiled sub-program (the step loop of runtime/program.py); placeholders
+    read ``feed`` (id -> device array)."""
+    return run(prog, feed, be, None, upload=False, pool=False)
 
 
 def _sliced(be: Backend, node: Node):
@@ -207,7 +197,6 @@ def _sliced(be: Backend, node: Node):
     (deterministic); spreading them over threads, several devices or Dask is what the CPU and
     CUDA backends do through runtime/sliced.py, whose runner works on array views."""
     from tenloom.graph.ops_sliced import n_slices, slice_values
-    from tenloom.runtime.program import compile_program
     from tenloom.runtime.sliced import LAST_RUN, optimized_inner
 
     terms, out, sliced, _path, wrt = node.attrs
