@@ -1,7 +1,7 @@
 """How each graph op runs on the OpenCL backend, from the backend's kernel factories
 (``ew_kernel``, ``gather_kernel``, ``reduce_kernel``, ``gemm_kernel``, ...): contractions,
 movement, leaves, and the ops that only appear with passes off or under ``memory_limit``.
-Elementwise ops and reductions are the backend's own (runtime/backends/opencl.py)."""
+Elementwise ops and reductions are the backend's own (runtime/backends/opencl/__init__.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops_leaf import full_value
 from tenloom.graph.ops_movement import diagonal_len
-from tenloom.runtime.backends import opencl_source as src
+from tenloom.runtime.backends.opencl import source as src
 from tenloom.runtime.program import compile_program, run
 
 if TYPE_CHECKING:

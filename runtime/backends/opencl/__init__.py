@@ -1,7 +1,7 @@
 """The OpenCL backend, on pyopencl: PoCL on CPUs (what CI runs), GPU drivers, Apple GPUs.
 
-Every op runs as an OpenCL kernel; the source comes from ``opencl_source`` and built programs
-are cached by source, so one program serves every node with the same op, dtypes and rank:
+Every op runs as an OpenCL kernel; the source comes from ``source`` and built programs are
+cached by source, so one program serves every node with the same op, dtypes and rank:
 
 - pairwise CONTRACT: the operands' own layouts are used where the GEMM can read them
   (``A[batch, left, contracted]`` or transposed, likewise B; an output ordered
@@ -11,7 +11,7 @@ are cached by source, so one program serves every node with the same op, dtypes 
   ``CLBLAST_MIN_MACS`` multiply-adds; otherwise -- and always for bool, integers and
   float16 -- a tiled local-memory GEMM of our own.
 - elementwise ops and fused elementwise regions: one generated kernel per program, with
-  broadcasting by strides; NumPy's dtype rules (see ``opencl_source``).
+  broadcasting by strides; NumPy's dtype rules (see ``source``).
 - reductions (sum/prod/max/min), traces and one-operand einsums (diagonals, partial traces):
   one strided reduction kernel, split in two passes when few outputs reduce many elements;
   every output sums in a fixed order, so results are deterministic.
@@ -25,7 +25,7 @@ are cached by source, so one program serves every node with the same op, dtypes 
   added in place one after another on the device; ``threads=``, several devices and Dask do
   not spread OpenCL slices (runtime/sliced.py's runner works on array views).
 
-The op-by-op assembly is in ``opencl_ops``. No op falls back to NumPy on the host. Device
+The op-by-op assembly is in ``ops``. No op falls back to NumPy on the host. Device
 arrays are ``pyopencl.array.Array`` (C-contiguous, offset 0). Each scheduler worker drives its
 own in-order command queue; values crossing queues are ordered by marker events. Memory comes
 straight from ``clCreateBuffer`` (a pool could hand a buffer to another queue while a kernel
@@ -52,9 +52,9 @@ from tenloom.graph.errors import DeviceError, DTypeError
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
 from tenloom.graph.ops_leaf import is_frozen
-from tenloom.runtime.backends import opencl_source as src
 from tenloom.runtime.backends.base import BackendBase
-from tenloom.runtime.backends.opencl_ops import HANDLERS
+from tenloom.runtime.backends.opencl import source as src
+from tenloom.runtime.backends.opencl.ops import HANDLERS
 
 try:
     import pyclblast
@@ -132,7 +132,7 @@ def _reduction(be: Backend, node: Node):
 
 class Backend(BackendBase):
     """One OpenCL device (see the module docstring). ``KERNELS``: every elementwise op one
-    generated kernel, every reduction one strided reduction, the rest ``opencl_ops``'s."""
+    generated kernel, every reduction one strided reduction, the rest ``ops.HANDLERS``."""
 
     shares_host_memory = False
     streams = True
