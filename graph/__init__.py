@@ -1,17 +1,10 @@
 """The graph layer, the pure IR: what the computation is (nodes, ops and their rules, the node
 builders, the Value algebra differentiation rules are written in)."""
 
-from tenloom.graph import (  # noqa: F401  (register ops)
+from tenloom.graph import (
     autodiff_rules,  # registers the VJP rules
     jvp_rules,  # registers the JVP rules
-    ops_contract,
-    ops_elementwise,
-    ops_fused,
-    ops_leaf,
-    ops_movement,
-    ops_reduce,
-    ops_scatter,
-    ops_sliced,
+    ops,  # registers every op
 )
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node

@@ -12,15 +12,7 @@ from __future__ import annotations
 
 import math
 
-from tenloom.graph import (  # noqa: F401  (the ops must be defined before rules attach)
-    ops_contract,
-    ops_elementwise,
-    ops_fused,
-    ops_leaf,
-    ops_movement,
-    ops_reduce,
-    ops_scatter,
-)
+from tenloom.graph import ops  # noqa: F401  (the ops must be defined before rules attach)
 from tenloom.graph.node import make_node
 from tenloom.graph.ops import Op, register_vjp
 from tenloom.graph.value import V as T

@@ -29,8 +29,8 @@ from tenloom.graph.errors import (
 )
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
-from tenloom.graph.ops_leaf import Constant, next_placeholder_id, placeholder_number
-from tenloom.graph.ops_movement import normalize_slice, slice_len
+from tenloom.graph.ops.leaf import Constant, next_placeholder_id, placeholder_number
+from tenloom.graph.ops.movement import normalize_slice, slice_len
 from tenloom.graph.value import Value
 
 _SCALARS = (bool, int, float, complex)

@@ -26,16 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tenloom.graph import (  # noqa: F401  (the ops must be defined before rules attach)
-    ops_contract,
-    ops_elementwise,
-    ops_fused,
-    ops_leaf,
-    ops_movement,
-    ops_reduce,
-    ops_scatter,
-    ops_sliced,
-)
+from tenloom.graph import ops  # noqa: F401  (the ops must be defined before rules attach)
 from tenloom.graph.autodiff import tangent_of
 from tenloom.graph.autodiff_rules import expand_reduced, prod_others
 from tenloom.graph.errors import DTypeError

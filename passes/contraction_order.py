@@ -28,7 +28,7 @@ from tenloom.graph.einsum import einsum_node, in_network_dtype
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
-from tenloom.graph.ops_sliced import pairwise_network, slice_peak_bytes
+from tenloom.graph.ops.sliced import pairwise_network, slice_peak_bytes
 from tenloom.passes.cost import einsum_sizes, layout_cost
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph

@@ -13,7 +13,7 @@ from collections import Counter
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
-from tenloom.graph.ops_sliced import path_steps
+from tenloom.graph.ops.sliced import path_steps
 from tenloom.passes.eliminate_permutations import plan_contraction
 
 
@@ -59,7 +59,7 @@ def node_madds(node: Node) -> int:
         sizes.update(zip(b_labels, node.inputs[1].shape))
         return math.prod(sizes.values())
     if op is Op.SLICED:
-        from tenloom.graph.ops_sliced import inner_for, n_slices
+        from tenloom.graph.ops.sliced import inner_for, n_slices
 
         inner = inner_for(node).graph
         return n_slices(node.attrs) * sum(node_madds(n) for n in inner.order)
@@ -98,7 +98,7 @@ def transient_bytes(node: Node) -> int:
     """Memory a node needs only while it runs: one slice of a SLICED network."""
     if node.op is not Op.SLICED:
         return 0
-    from tenloom.graph.ops_sliced import slice_peak_bytes
+    from tenloom.graph.ops.sliced import slice_peak_bytes
 
     return slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize)
 

@@ -33,7 +33,7 @@ from tenloom.graph.einsum import einsum_node, in_network_dtype
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op, op_def
-from tenloom.graph.ops_leaf import is_frozen
+from tenloom.graph.ops.leaf import is_frozen
 from tenloom.passes.contraction_order import empty_network
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph

@@ -20,7 +20,7 @@ import numpy as np
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import OPS, Op, OpKind
-from tenloom.graph.ops_leaf import full_value
+from tenloom.graph.ops.leaf import full_value
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import apply_rules, map_graph
 

@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 from tenloom.graph.errors import MemoryLimitError, OptionError, fmt_shape
-from tenloom.graph.ops_sliced import slice_peak_bytes
+from tenloom.graph.ops.sliced import slice_peak_bytes
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})

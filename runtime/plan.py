@@ -43,7 +43,7 @@ def frozen_constants(graph: Graph) -> Graph:
     plan computes (its inputs are the placeholders). This also lets the passes fold reductions
     of constants and device backends keep one copy of each constant for every call."""
     from tenloom.graph.node import make_node
-    from tenloom.graph.ops_leaf import Constant, frozen
+    from tenloom.graph.ops.leaf import Constant, frozen
     from tenloom.passes.rewrite import map_graph
 
     def snapshot(node: Node) -> Node:

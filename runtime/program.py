@@ -29,7 +29,7 @@ from tenloom.graph.errors import EvaluationError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
-from tenloom.graph.ops_leaf import is_frozen
+from tenloom.graph.ops.leaf import is_frozen
 from tenloom.runtime import testing
 from tenloom.runtime.buffers import CURRENT, POOL_MIN_BYTES, POOLING, Arena, root
 

@@ -37,7 +37,7 @@ import numpy as np
 from tenloom.graph.errors import GraphFormatError, MemoryLimitError
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import OPS, Op
-from tenloom.graph.ops_leaf import Constant, issued_here, next_placeholder_id
+from tenloom.graph.ops.leaf import Constant, issued_here, next_placeholder_id
 from tenloom.graph.traverse import toposort
 from tenloom.runtime.serialize_checks import CHECKS, check_fused, check_inferred, check_shape
 from tenloom.runtime.serialize_values import (

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
-from tenloom.graph.ops_fused import StepValue
-from tenloom.graph.ops_movement import as_slice
+from tenloom.graph.ops.fused import StepValue
+from tenloom.graph.ops.movement import as_slice
 from tenloom.runtime.serialize_values import DTYPE_STRS, NODE_DTYPES, BadFormat, short
 
 MAX_ELEMENTS = 2**48  # per array

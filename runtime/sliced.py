@@ -33,7 +33,7 @@ import numpy as np
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
-from tenloom.graph.ops_sliced import (
+from tenloom.graph.ops.sliced import (
     inner_network,
     n_slices,
     output_views,

@@ -41,10 +41,10 @@ import numpy as np
 
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
-from tenloom.graph.ops_elementwise import SYMBOL
-from tenloom.graph.ops_fused import program_steps
-from tenloom.graph.ops_leaf import full_value
-from tenloom.graph.ops_sliced import forward_positions, path_steps
+from tenloom.graph.ops.elementwise import SYMBOL
+from tenloom.graph.ops.fused import program_steps
+from tenloom.graph.ops.leaf import full_value
+from tenloom.graph.ops.sliced import forward_positions, path_steps
 from tenloom.graph.traverse import toposort
 from tenloom.trees import (
     contraction_trees,

@@ -212,7 +212,7 @@ def slicing_summary(node, opts: dict) -> dict:
     search chose (from its path cache), and the predicted peak bytes of one slice."""
     import cotengra as ctg
 
-    from tenloom.graph.ops_sliced import label_sizes, n_slices, slice_peak_bytes
+    from tenloom.graph.ops.sliced import label_sizes, n_slices, slice_peak_bytes
     from tenloom.passes.contraction_order import find_path, path_cost
 
     terms, out, sliced, path, wrt = node.attrs

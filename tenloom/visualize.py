@@ -30,8 +30,8 @@ from tenloom.graph.errors import TenloomError
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
-from tenloom.graph.ops_fused import program_steps
-from tenloom.graph.ops_sliced import inner_for, n_slices
+from tenloom.graph.ops.fused import program_steps
+from tenloom.graph.ops.sliced import inner_for, n_slices
 from tenloom.passes.cost import node_flops
 from tenloom.trees import contraction_trees as _trees_of
 from tenloom.trees import is_pairwise, out_labels, slot_labels, tree_labels

@@ -211,7 +211,7 @@ def test_a_forked_child_makes_its_own_placeholders(tmp_path):
 def test_commutative_operand_order_does_not_depend_on_the_uid_session():
     """cse orders commutative operands by a fingerprint: it must not see a uid's random
     session part, or complex products would round differently from run to run."""
-    from tenloom.graph import ops_leaf
+    from tenloom.graph.ops import leaf as ops_leaf
     from tenloom.passes import run_pipeline
 
     orders = set()
@@ -739,7 +739,7 @@ def _well_formed_device(text: str) -> bool:
 
 def _small_enough(nodes) -> bool:
     """Whether evaluating these nodes is cheap (mutations may declare huge lazy arrays)."""
-    from tenloom.graph.ops_sliced import n_slices
+    from tenloom.graph.ops.sliced import n_slices
 
     for n in nodes:
         if n.size > 4096 or (n.op is Op.SLICED and n_slices(n.attrs) > 256):

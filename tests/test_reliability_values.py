@@ -160,7 +160,7 @@ def test_function_captures_closed_over_arrays_at_first_trace():
 
 
 def test_is_frozen_follows_the_base_chain():
-    from tenloom.graph.ops_leaf import frozen, is_frozen
+    from tenloom.graph.ops.leaf import frozen, is_frozen
 
     a = np.zeros(4)
     assert not is_frozen(a)
@@ -192,7 +192,7 @@ def test_reductions_of_frozen_constants_fold_and_writeable_ones_do_not():
 
 @pytest.mark.parametrize("device", [d for d in DEVICES if d != "cpu"])
 def test_device_copies_kept_only_for_frozen_constants(device):
-    from tenloom.graph.ops_leaf import frozen
+    from tenloom.graph.ops.leaf import frozen
     from tenloom.runtime.backends import get_backend
     from tenloom.runtime.evaluate import parse_device
 

@@ -190,7 +190,7 @@ def test_sliced_gradient_equals_unsliced_and_stays_within_the_limit(dtype):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 def test_sliced_jvp_is_one_forward_mode_network_within_the_limit(dtype):
-    from tenloom.graph.ops_sliced import forward_positions
+    from tenloom.graph.ops.sliced import forward_positions
     from tenloom.passes.cost import graph_flops
 
     arrays, args = lattice(4, 5, 5, dtype=dtype, seed=5)

@@ -16,7 +16,7 @@ import numpy as np
 from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, as_array
-from tenloom.graph.ops_elementwise import BINARY, UNARY
+from tenloom.graph.ops.elementwise import BINARY, UNARY
 from tenloom.runtime import buffers
 from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.backends.cpu_fused import chunked_kernel

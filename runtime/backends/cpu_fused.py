@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 from tenloom.graph.ops import Op
-from tenloom.graph.ops_elementwise import BINARY, UNARY
-from tenloom.graph.ops_fused import program_steps
+from tenloom.graph.ops.elementwise import BINARY, UNARY
+from tenloom.graph.ops.fused import program_steps
 from tenloom.runtime.buffers import take
 
 CHUNK = 32768  # elements per chunk: 256 KiB of float64 per live temporary, L2-sized

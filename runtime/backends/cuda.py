@@ -26,7 +26,7 @@ from tenloom.graph.einsum import _LETTERS
 from tenloom.graph.errors import DeviceError
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op
-from tenloom.graph.ops_leaf import full_value, is_frozen
+from tenloom.graph.ops.leaf import full_value, is_frozen
 from tenloom.passes.fuse_elementwise import TEMPLATES
 from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.kernels.contract import contract_kernel

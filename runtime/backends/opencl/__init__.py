@@ -51,7 +51,7 @@ from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.errors import DeviceError, DTypeError
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
-from tenloom.graph.ops_leaf import is_frozen
+from tenloom.graph.ops.leaf import is_frozen
 from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.backends.opencl import source as src
 from tenloom.runtime.backends.opencl.ops import HANDLERS

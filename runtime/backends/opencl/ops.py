@@ -13,8 +13,8 @@ import numpy as np
 from tenloom.graph.errors import DeviceError
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
-from tenloom.graph.ops_leaf import full_value
-from tenloom.graph.ops_movement import diagonal_len
+from tenloom.graph.ops.leaf import full_value
+from tenloom.graph.ops.movement import diagonal_len
 from tenloom.runtime.backends.opencl import source as src
 from tenloom.runtime.program import compile_program, run
 
@@ -167,7 +167,7 @@ def _lowered(be: Backend, node: Node):
     pairwise CONTRACTs and one-operand einsums, run here as a small program."""
     from tenloom.graph.graph import Graph
     from tenloom.graph.node import make_node
-    from tenloom.graph.ops_leaf import next_placeholder_id
+    from tenloom.graph.ops.leaf import next_placeholder_id
     from tenloom.passes import run_pipeline
 
     phs = [
@@ -196,7 +196,7 @@ def _sliced(be: Backend, node: Node):
     its part into the result in place. Slices run one after another on the device, in order
     (deterministic); spreading them over threads, several devices or Dask is what the CPU and
     CUDA backends do through runtime/sliced.py, whose runner works on array views."""
-    from tenloom.graph.ops_sliced import n_slices, slice_values
+    from tenloom.graph.ops.sliced import n_slices, slice_values
     from tenloom.runtime.sliced import LAST_RUN, optimized_inner
 
     terms, out, sliced, _path, wrt = node.attrs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
-from tenloom.graph.ops import Op, OpKind, as_array, register_op
+from tenloom.graph.ops.registry import Op, OpKind, as_array, register_op
 
 REDUCERS = {Op.SUM: np.sum, Op.PROD: np.prod, Op.MAX: np.max, Op.MIN: np.min}
 _DTYPE_CACHE: dict[tuple, np.dtype] = {}

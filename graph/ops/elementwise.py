@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
-from tenloom.graph.ops import Op, OpKind, register_op
+from tenloom.graph.ops.registry import Op, OpKind, register_op
 
 UNARY: dict[Op, Callable] = {
     Op.NEG: np.negative,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from tenloom.graph.ops import OPS, Op, OpKind, as_array, register_op
+from tenloom.graph.ops.registry import OPS, Op, OpKind, as_array, register_op
 
 
 class StepValue:

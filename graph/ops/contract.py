@@ -12,8 +12,8 @@ import numpy as np
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.einsum import einsum_ref
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
-from tenloom.graph.ops import Op, OpKind, as_array, register_op
-from tenloom.graph.ops_elementwise import broadcast_shapes
+from tenloom.graph.ops.elementwise import broadcast_shapes
+from tenloom.graph.ops.registry import Op, OpKind, as_array, register_op
 
 
 def result_dtype(op: str, inputs) -> np.dtype:
@@ -99,7 +99,7 @@ _TRACE_DTYPES: dict[np.dtype, np.dtype] = {}
 
 
 def _trace_infer(inputs, attrs):
-    from tenloom.graph.ops_movement import diagonal_shape
+    from tenloom.graph.ops.movement import diagonal_shape
 
     (x,), (offset, axis1, axis2) = inputs, attrs
     dt = _TRACE_DTYPES.get(x.dtype)

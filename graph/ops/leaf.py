@@ -7,7 +7,7 @@ import secrets
 import threading
 
 import numpy as np
-from tenloom.graph.ops import Op, OpKind, register_op
+from tenloom.graph.ops.registry import Op, OpKind, register_op
 
 
 def is_frozen(array) -> bool:

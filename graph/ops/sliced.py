@@ -36,7 +36,7 @@ import numpy as np
 from tenloom.graph.errors import ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
-from tenloom.graph.ops import OPS, Op, OpKind, as_array, register_op, register_vjp
+from tenloom.graph.ops.registry import OPS, Op, OpKind, as_array, register_op, register_vjp
 
 
 def forward_positions(wrt) -> tuple[int, ...] | None:
