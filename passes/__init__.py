@@ -1,11 +1,12 @@
-"""Graph rewrites. Each pass is a pure ``Graph -> Graph`` in its own module; the default pipeline
-is the tuple below, read top to bottom.
+"""Graph rewrites. Each pass is a pure ``Graph -> Graph`` in its own module; every pipeline is a
+tuple below, read top to bottom: the default one, and the three that run parts of it elsewhere
+(before differentiating, inside one slice, lowering a device's einsums).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tenloom.graph.graph import Graph
@@ -19,6 +20,7 @@ from tenloom.passes import (  # noqa: F401  (each module registers its pass)
     prereduce,
     simplify,
 )
+from tenloom.passes.options import Options
 from tenloom.passes.registry import PASSES, PassContext, get_pass, register_pass
 
 # Check every node's shape/dtype rule after every pass (tests turn this on; so does the
@@ -37,22 +39,53 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "fuse_elementwise",  # elementwise regions -> one kernel (numexpr on CPU)
 )
 
+# Before differentiating (tl.grad, vjp, jvp; tenloom/autodiff.py): up to the contraction order,
+# so that the sweeps follow each network's tree; layout and fusion come after differentiation,
+# when the gradient is evaluated with the default pipeline.
+PRE_GRAD: tuple[str, ...] = (
+    "canonicalize",
+    "merge_contractions",
+    "prereduce",
+    "cse",
+    "contraction_order",
+)
+
+# The network of one slice of a SLICED node (runtime/sliced.py), once per node: its pairwise
+# tree is fixed already, so only the clean-up, layout and fusion passes.
+SLICE_PIPELINE: tuple[str, ...] = (
+    "simplify",
+    "cse",
+    "eliminate_permutations",
+    "fuse_elementwise",
+)
+
+# Device lowering (the OpenCL backend): a many-operand EINSUM seen with passes off becomes
+# pairwise CONTRACTs and one-operand einsums (with optimize="greedy").
+LOWERING_PIPELINE: tuple[str, ...] = (
+    "canonicalize",
+    "prereduce",
+    "contraction_order",
+    "eliminate_permutations",
+)
+
 
 def run_pipeline(
     graph: Graph,
     names: Sequence[str] | None = None,
-    options: dict[str, Any] | None = None,
+    options: Options | Mapping[str, Any] | None = None,
     verify: bool = False,
     on_pass: Callable[[str, Graph], None] | None = None,
 ) -> tuple[Graph, PassContext]:
     """Run the named passes (default: the full pipeline) in order; returns (graph, context).
 
-    ``verify`` re-checks every node after each pass; ``on_pass(name, graph)`` sees each result.
+    ``options``: the record the passes read (a dict of option names is turned into one,
+    ``Options.of``). ``verify`` re-checks every node after each pass; ``on_pass(name, graph)``
+    sees each result. Not cached: runtime/session.py ``optimize`` is the cached entry point.
     """
     names = DEFAULT_PIPELINE if names is None else tuple(names)
     verify = verify or VERIFY
     passes = [(n, get_pass(n)) for n in names]
-    ctx = PassContext(dict(options or {}), {})
+    ctx = PassContext(Options.of(options), {})
     for name, fn in passes:
         graph = fn(graph, ctx)
         if verify:
@@ -64,4 +97,14 @@ def run_pipeline(
     return graph, ctx
 
 
-__all__ = ["DEFAULT_PIPELINE", "PASSES", "PassContext", "register_pass", "run_pipeline"]
+__all__ = [
+    "DEFAULT_PIPELINE",
+    "LOWERING_PIPELINE",
+    "PASSES",
+    "PRE_GRAD",
+    "SLICE_PIPELINE",
+    "Options",
+    "PassContext",
+    "register_pass",
+    "run_pipeline",
+]

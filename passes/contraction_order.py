@@ -18,7 +18,6 @@ import json
 import math
 import os
 import tempfile
-import threading
 import warnings
 from collections import Counter
 from typing import Any
@@ -29,14 +28,16 @@ from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops.sliced import pairwise_network, slice_peak_bytes
+from tenloom.passes.caches import LRUCache, counter
 from tenloom.passes.cost import einsum_sizes, layout_cost
+from tenloom.passes.options import Options
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph
 
-_CACHE: dict[tuple, tuple] = {}
-_ALTERNATIVES: dict[tuple, tuple] = {}  # other trees the search found (candidates for slicing)
-_CACHE_LOCK = threading.Lock()
-SEARCHES = {"n": 0}  # how many path searches ran (tests check that plans reuse paths)
+# network signature -> SSA path; and the other trees the search found (candidates for slicing)
+_CACHE: LRUCache[tuple, tuple] = LRUCache("passes.paths", 4096)
+_ALTERNATIVES: LRUCache[tuple, tuple] = LRUCache("passes.path_alternatives", 1024)
+SEARCHES = counter("passes.path_searches")  # how many path searches ran (plans reuse paths)
 
 
 def _optimizer(optimize: Any, progress: bool):
@@ -84,10 +85,10 @@ def _canonical(terms, out, sizes) -> tuple:
     return t, o, tuple(sorted((ids[lab], n) for lab, n in sizes.items() if lab in ids))
 
 
-def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
+def find_path(terms, out, sizes, options: Options) -> tuple[tuple[int, int], ...]:
     """An SSA path (pairs of ids, new ids counting up from n) for the network."""
     n = len(terms)
-    optimize = options.get("optimize", "auto")
+    optimize = options.optimize
     if optimize is False or n <= 2:
         return tuple(_left_to_right(n))
     if all(len(t) == len(out) and set(t) == set(out) for t in terms):
@@ -110,16 +111,14 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
             if path_cost(terms, out, sizes, greedy) < path_cost(terms, out, sizes, chain):
                 return greedy
             return chain
-    progress = bool(options.get("progress", False))
-    opt, key = _optimizer(optimize, progress)
+    opt, key = _optimizer(optimize, options.progress)
     sig = None
+    cache_dir = options.cache_dir
     if key is not None:
         sig = (*_canonical(terms, out, sizes), repr(key))
-        with _CACHE_LOCK:
-            hit = _CACHE.get(sig)
+        hit = _CACHE.get(sig)
         if hit is not None:
             return hit
-        cache_dir = options.get("cache_dir")
         path_file = None
         if cache_dir:
             digest = hashlib.sha256(repr(sig).encode()).hexdigest()[:32]
@@ -129,8 +128,7 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
                     data = json.load(f)
                 if data.get("signature") == repr(sig):
                     ssa = tuple(tuple(p) for p in data["ssa_path"])
-                    with _CACHE_LOCK:
-                        _CACHE[sig] = ssa
+                    _CACHE.put(sig, ssa)
                     return ssa
             except (OSError, ValueError, KeyError, TypeError):
                 pass
@@ -140,16 +138,14 @@ def find_path(terms, out, sizes, options: dict) -> tuple[tuple[int, int], ...]:
     if opt == "auto":
         ssa, others = _auto_path(terms, out, sizes)
         if sig is not None and others:  # the others stay candidates for slicing (narrower)
-            with _CACHE_LOCK:
-                _ALTERNATIVES[sig] = others
+            _ALTERNATIVES.put(sig, others)
     else:
         tree = ctg.array_contract_tree(
             [tuple(t) for t in terms], tuple(out), dict(sizes), optimize=opt
         )
         ssa = tuple(tuple(int(i) for i in p) for p in tree.get_ssa_path())
     if sig is not None:
-        with _CACHE_LOCK:
-            _CACHE[sig] = ssa
+        _CACHE.put(sig, ssa)
         if cache_dir:
             os.makedirs(os.fspath(cache_dir), exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=os.fspath(cache_dir), suffix=".tmp")
@@ -220,15 +216,14 @@ def _auto_path(terms, out, sizes) -> tuple[tuple, tuple]:
     return paths[best], tuple(p for k, p in enumerate(paths) if k != best)
 
 
-def alternative_paths(terms, out, sizes, options: dict) -> list[tuple]:
+def alternative_paths(terms, out, sizes, options: Options) -> list[tuple]:
     """Other trees found for this network by find_path (e.g. cotengra auto's own, narrower
     than the fewest-flops one kept): worth trying when the network has to be sliced."""
-    _, key = _optimizer(options.get("optimize", "auto"), False)
+    _, key = _optimizer(options.optimize, False)
     if key is None:
         return []
     sig = (*_canonical(terms, out, sizes), repr(key))
-    with _CACHE_LOCK:
-        alt = _ALTERNATIVES.get(sig)
+    alt = _ALTERNATIVES.get(sig)
     return list(alt) if alt is not None else []
 
 
@@ -322,7 +317,7 @@ def _items_nest(nest, keep: dict[int, int]):
     return tuple(out)
 
 
-def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
+def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
     """Replace one n-ary EINSUM by its tree of pairwise EINSUM nodes."""
     terms, out = node.attrs
     sizes = einsum_sizes(node)
@@ -336,7 +331,7 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
         item_terms = [t for _, t in items]
         path = find_path(item_terms, out, sizes, options)
         tried.append(path)
-        if options.get("optimize", "auto") is not False:
+        if options.optimize is not False:
             # the plain left-to-right order is a candidate too: cheap to cost, and on chains
             # (MPS sweeps) it beats what a greedy search finds
             chain = tuple(_left_to_right(len(item_terms)))
@@ -344,7 +339,7 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
             if path_cost(item_terms, out, sizes, chain) < path_cost(item_terms, out, sizes, path):
                 path = chain
                 stats["left_to_right_kept"] = stats.get("left_to_right_kept", 0) + 1
-        if nest is not None and options.get("optimize", "auto") is not False:
+        if nest is not None and options.optimize is not False:
             keep = {k: i for i, k in enumerate(k for k, t in enumerate(terms) if t)}
             user = nested_path(item_terms, out, sizes, _items_nest(nest, keep))
             if len(user) == len(item_terms) - 1:
@@ -356,10 +351,10 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
                 stats["user_order_kept"] = stats.get("user_order_kept", 0) + 1
     else:
         path = tuple(_left_to_right(len(items)))
-    limit = options.get("memory_limit")
+    limit = options.memory_limit
     sliced = None
     if limit is not None and len(items) >= 2:
-        from tenloom.passes.slicing import parse_bytes, slice_to_fit
+        from tenloom.passes.slicing import slice_to_fit
 
         item_terms = [t for _, t in items]
         itemsize = np.result_type(*[x.dtype for x, _ in items]).itemsize
@@ -374,10 +369,10 @@ def build_tree(node: Node, options: dict, stats: dict, nest=None) -> Node:
                 sizes,
                 start,
                 itemsize,
-                parse_bytes(limit),
-                options.get("progress", False),
-                options.get("reverse_sweep", False),  # tl.grad: room for the reverse sweep
-                options.get("threads") or 1,  # threads share the memory: slices fit at once
+                limit,
+                options.progress,
+                options.reverse_sweep,  # tl.grad: room for the reverse sweep
+                options.threads or 1,  # threads share the memory: slices fit at once
             )
             if found is None:  # the fewest-flops tree fits unsliced
                 if start is path:
@@ -429,7 +424,7 @@ def contraction_order(graph: Graph, ctx: PassContext) -> Graph:
     stats: dict = {}
     nesting = graph.meta.get("nesting", {})
 
-    least = 2 if ctx.options.get("memory_limit") is not None else 3  # 2: it may need slicing
+    least = 2 if ctx.options.memory_limit is not None else 3  # 2: it may need slicing
 
     def fn(node: Node) -> Node:
         if node.op is Op.EINSUM and len(node.inputs) >= least:

@@ -187,7 +187,7 @@ def fuse_elementwise(graph: Graph, ctx: PassContext) -> Graph:
     uses = use_counts(graph)
     taken: set[int] = set()
     regions: dict[int, tuple] = {}  # id(root) -> (program, inputs)
-    target = ctx.options.get("target")
+    target = ctx.options.target
     cpu = isinstance(target, str) and target.split(":")[0] == "cpu"
     for node in reversed(graph.order):
         if id(node) in taken or OPS[node.op].kind is not OpKind.ELEMENTWISE:

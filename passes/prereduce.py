@@ -86,7 +86,7 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
     """Take diagonals and sum lone labels of each operand first, reductions of constants
     computed once (see the module docstring)."""
     reduced = folded = 0
-    fold = ctx.options.get("fold_constants", True)
+    fold = ctx.options.fold_constants
 
     def fn(node: Node) -> Node:
         nonlocal reduced, folded

@@ -7,15 +7,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenloom.graph.graph import Graph
+from tenloom.passes.options import Options
 
 PassFn = Callable[[Graph, "PassContext"], Graph]
 
 
 @dataclass
 class PassContext:
-    """Options a pass may read (optimize=, memory_limit=, ...) and where it records its stats."""
+    """The options a pass may read (a frozen, typed record: ``ctx.options.optimize``,
+    ``ctx.options.memory_limit`` ...) and where it records its stats."""
 
-    options: dict[str, Any]
+    options: Options
     stats: dict[str, dict[str, Any]]
 
     def record(self, pass_name: str, **values: Any) -> None:

@@ -6,18 +6,19 @@ The slices come from cotengra: ``ContractionTree.slice_`` picks the indices to f
 ``subtree_reconfigure_`` re-optimizes the subtrees around them, doubling the slices until the
 predicted per-slice peak (graph/ops_sliced.slice_peak_bytes) plus the output fits. A limit that
 no slicing can meet (the output alone, or an operand, exceeds it) raises MemoryLimitError at
-once, without a search. Results are cached by network signature and limit.
+once, without a search. Results are cached by network signature and limit (a bounded cache,
+``tl.cache_info()["passes.slicings"]``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-import threading
 
 import numpy as np
 from tenloom.graph.errors import MemoryLimitError, OptionError, fmt_shape
 from tenloom.graph.ops.sliced import slice_peak_bytes
+from tenloom.passes.caches import LRUCache, counter
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
@@ -39,9 +40,9 @@ def parse_bytes(limit) -> int:
     return value
 
 
-_CACHE: dict[tuple, tuple | None] = {}
-_LOCK = threading.Lock()
-SLICE_SEARCHES = {"n": 0}
+# (network, limit, reverse, workers, starting tree) -> (sliced indices, path)
+_CACHE: LRUCache[tuple, tuple] = LRUCache("passes.slicings", 1024)
+SLICE_SEARCHES = counter("passes.slice_searches")
 
 
 def _attrs(terms, out, sliced, path):
@@ -89,9 +90,9 @@ def slice_to_fit(
         workers,
         tuple(map(tuple, path)),  # slicing starts from this tree
     )
-    with _LOCK:
-        if key in _CACHE:
-            return _CACHE[key]
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
     import cotengra as ctg
 
     SLICE_SEARCHES["n"] += 1
@@ -142,6 +143,5 @@ def slice_to_fit(
             f"contraction: even the finest slicing leaves a per-slice peak of {peak} bytes plus "
             f"{out_bytes} bytes of output, more than memory_limit={limit} bytes"
         )
-    with _LOCK:
-        _CACHE[key] = result
+    _CACHE.put(key, result)
     return result

@@ -1,13 +1,13 @@
-"""The options of ``evaluate``, ``compile``, ``grad`` and friends: one frozen, typed record,
-parsed and checked in one place before any work.
+"""Parsing the options of ``evaluate``, ``compile``, ``grad`` and friends: checked in one place,
+before any work, into the one frozen, typed record ``Options`` (passes/options.py).
 
-``Options.parse(caller, opts)`` checks every name and value and returns the record; a bad one
+``parse_options(caller, opts)`` checks every name and value and returns the record; a bad one
 raises ``OptionError`` (``OptionTypeError`` for an unknown name or a value of the wrong type),
 or ``DeviceError`` for a device that is unknown or absent, naming the option, the value and
 what is accepted. ``record.given`` holds the options given, normalized (``memory_limit`` in
-bytes, ``passes`` a tuple; ``device`` as given, its resolved names in ``devices``), as the
-passes and caches read them.
-No options at all is the common case: it returns one shared record at once.
+bytes, ``passes`` a tuple; ``device`` as given, its resolved names in ``devices``).
+No options at all is the common case: it returns one shared record at once; options seen
+before (plain values) are parsed once and their record reused (a bounded cache).
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import difflib
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 from tenloom.graph.errors import DeviceError, OptionError, OptionTypeError
+from tenloom.passes.caches import LRUCache
+from tenloom.passes.options import NO_OPTIONS, Options
 
 # every option of evaluate, in the order the docs list them
 OPTION_NAMES: tuple[str, ...] = (
@@ -52,71 +53,42 @@ _OPTIMIZE_ACCEPTED = (
 )
 _BOOL_OPTIONS = ("to_host", "verify", "progress", "deterministic")
 
-
-@dataclass(frozen=True)
-class Options:
-    """The checked options of one call (defaults where not given)."""
-
-    feed: Mapping[Any, Any] | None = None
-    devices: tuple[str, ...] | None = None  # resolved names; None: the default device
-    passes: tuple[str, ...] | None = None  # None: the default pipeline
-    optimize: Any = None  # None: "auto"
-    to_host: bool = True
-    verify: bool = False
-    cache_dir: str | None = None
-    progress: bool = False
-    threads: int | None = None  # None: the default (runtime/evaluate.py DEFAULT_THREADS)
-    deterministic: bool = False
-    memory_limit: int | None = None  # bytes
-    scheduler: Any = None
-    # the options given, normalized, for the passes and the caches (read-only)
-    given: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-
-    @classmethod
-    def parse(
-        cls, caller: str, opts: Mapping[str, Any], allowed: tuple[str, ...] = OPTION_NAMES
-    ) -> "Options":
-        """Check ``opts`` (the keyword arguments of ``caller``) and return the record."""
-        if not opts:
-            return NO_OPTIONS
-        if isinstance(opts, Options):
-            return opts
-        try:  # the same options again (a loop calling evaluate(threads=2)): checked once
-            key = (allowed, tuple((k, type(v), v) for k, v in opts.items()))  # True != 1
-            hit = _PARSED.get(key)
-        except TypeError:  # a dict or other unhashable value (feed=, optimize={...})
-            key = hit = None
-        if hit is not None:
-            return hit
-        for name in opts:
-            if name not in allowed:
-                raise _unknown(caller, name, allowed)
-        given: dict[str, Any] = {}
-        fields: dict[str, Any] = {}
-        for name, value in opts.items():
-            checked = _CHECKS[name](caller, value)
-            if name == "device":  # given as given (a saved plan keeps "cuda:*"), and resolved
-                given[name] = value
-                fields["devices"] = None if checked is None else _as_tuple(checked)
-            else:
-                given[name] = fields[name] = checked
-        record = cls(**fields, given=MappingProxyType(given))
-        if key is not None and len(_PARSED) < _PARSED_MAX:
-            _PARSED[key] = record
-        return record
-
-
-NO_OPTIONS = Options()
 # options checked before -> their record (plain values only: names, numbers, tuples)
-_PARSED: dict[tuple, Options] = {}
-_PARSED_MAX = 256
+_PARSED: LRUCache[tuple, Options] = LRUCache("runtime.options.parsed", 256)
 
 
 def parse_options(
-    caller: str, opts: Mapping[str, Any], allowed: tuple[str, ...] = OPTION_NAMES
+    caller: str, opts: Mapping[str, Any] | Options, allowed: tuple[str, ...] = OPTION_NAMES
 ) -> Options:
-    """``Options.parse``: the options of ``caller`` checked, as a record."""
-    return NO_OPTIONS if not opts else Options.parse(caller, opts, allowed)
+    """Check ``opts`` (the keyword arguments of ``caller``) and return the record; a record is
+    returned as it is (checked already)."""
+    if not opts:
+        return NO_OPTIONS
+    if isinstance(opts, Options):
+        return opts
+    try:  # the same options again (a loop calling evaluate(threads=2)): checked once
+        key = (allowed, tuple((k, type(v), v) for k, v in opts.items()))  # True != 1
+        hit = _PARSED.get(key)
+    except TypeError:  # a dict or other unhashable value (feed=, optimize={...})
+        key = hit = None
+    if hit is not None:
+        return hit
+    for name in opts:
+        if name not in allowed:
+            raise _unknown(caller, name, allowed)
+    given: dict[str, Any] = {}
+    fields: dict[str, Any] = {}
+    for name, value in opts.items():
+        checked = _CHECKS[name](caller, value)
+        if name == "device":  # given as given (a saved plan keeps "cuda:*"), and resolved
+            given[name] = value
+            fields["devices"] = None if checked is None else _as_tuple(checked)
+        else:
+            given[name] = fields[name] = checked
+    record = Options(**fields, given=MappingProxyType(given))
+    if key is not None:
+        _PARSED.put(key, record)
+    return record
 
 
 def _as_tuple(device: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -341,7 +313,7 @@ def _check_scheduler(caller: str, client: Any) -> Any:
 
 
 # device= values already checked (a str or a tuple of str) -> the resolved name or names
-_DEVICES: dict[Any, str | tuple[str, ...]] = {}
+_DEVICES: LRUCache[Any, str | tuple[str, ...]] = LRUCache("runtime.options.devices", 256)
 
 
 def _check_device(caller: str, device: Any) -> str | tuple[str, ...] | None:
@@ -356,8 +328,8 @@ def _check_device(caller: str, device: Any) -> str | tuple[str, ...] | None:
         return hit
     names = device_names(caller, device)
     out = names[0] if len(names) == 1 else tuple(names)
-    if isinstance(key, (str, tuple)) and len(_DEVICES) < 256:
-        _DEVICES[key] = out
+    if isinstance(key, (str, tuple)):
+        _DEVICES.put(key, out)
     return out
 
 
@@ -418,12 +390,12 @@ def parse_device_name(caller: str, name: Any, device: Any = None) -> tuple[str, 
             f"{shown} does not exist; the CPU is one device, 'cpu' (or 'cpu:0'); its cores "
             "are used through threads="
         )
-    if len(_NAMES) < 256:
-        _NAMES[name] = (kind, idx)
+    _NAMES.put(name, (kind, idx))
     return kind, idx
 
 
-_NAMES: dict[str, tuple[str, int]] = {}  # device names checked -> (kind, index)
+# device names checked -> (kind, index)
+_NAMES: LRUCache[str, tuple[str, int]] = LRUCache("runtime.options.device_names", 256)
 
 
 _CHECKS = {

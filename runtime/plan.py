@@ -18,8 +18,10 @@ from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
 from tenloom.graph.value import Value
+from tenloom.passes.caches import counter
 
-COUNTERS = {"traces": 0, "compiles": 0}  # instrumentation for tests
+# plans traced (by @function) and compiled: tests check that calls do neither
+COUNTERS = counter("runtime.plans", traces=0, compiles=0)
 
 
 @dataclass
@@ -59,11 +61,12 @@ def frozen_constants(graph: Graph) -> Graph:
 
 class Plan:
     """A compiled computation: ``plan(*arrays) -> list of ndarrays``. Constants are captured
-    at compile time (:func:`frozen_constants`); inputs are read at every call."""
+    at compile time (:func:`frozen_constants`); inputs are read at every call. The front end's
+    ``tl.compile`` returns a subclass that can also dump and draw itself (tenloom/function.py)."""
 
     def __init__(self, outputs, inputs, **opts: Any):
         from tenloom.graph.build import lift
-        from tenloom.passes import run_pipeline
+        from tenloom.runtime import session
         from tenloom.runtime.options import COMPILE_OPTIONS, parse_options
 
         o = parse_options("compile", opts, COMPILE_OPTIONS)  # all checked before any work
@@ -77,43 +80,37 @@ class Plan:
         if missing:
             names = [p.attrs[0] for p in self.graph.placeholders if id(p) in missing]
             raise TenloomError(f"compile: the outputs read placeholders not in inputs: {names}")
-        from tenloom.runtime.evaluate import (
-            check_limit_feasible,
-            check_memory_limit,
-            open_devices,
-            pipeline_options,
-        )
-
         if o.devices is not None:  # every device exists and has its backend, before the passes
-            open_devices(o.devices)
+            session.open_devices(o.devices)
         limit = o.memory_limit
         if limit is not None:
-            check_limit_feasible(self.graph, limit)
-        self.opts = dict(o.given)
-        self.optimized, ctx = run_pipeline(
-            self.graph, o.passes, pipeline_options(o), verify=o.verify
-        )
+            session.check_limit_feasible(self.graph, limit)
+        optimized = session.optimize(self.graph, o)  # evaluate's own, cached
+        self.optimized = optimized.graph
         if limit is not None:
-            check_memory_limit(self.optimized, limit)
-        self._prepare(ctx.stats)
+            session.check_memory_limit(self.optimized, limit)
+        self._prepare(o, dict(optimized.stats))
         COUNTERS["compiles"] += 1
 
-    def _prepare(self, stats: dict) -> None:
-        """Backend, program and cost of ``self.optimized`` (no pass, no search)."""
+    def _prepare(self, o: Any, stats: dict) -> None:
+        """Backend, program and cost of ``self.optimized`` (no pass, no search) for the options
+        record ``o``."""
         from tenloom.passes.cost import graph_flops, node_madds, peak_bytes
-        from tenloom.runtime.backends import get_backend
-        from tenloom.runtime.evaluate import device_names, parse_device
+        from tenloom.runtime import session
         from tenloom.runtime.executor import program_for
 
-        self.devices = device_names(self.opts.get("device"))
+        self.options = o
+        self.opts = dict(o.given)  # the options as given (normalized): what save() records
+        self.devices = list(session.run_devices(o))
         self.device = self.devices[0]
-        self.backend = get_backend(*parse_device(self.device))
+        self.backend = session.open_devices(self.devices[:1])[0]
         self.program = program_for(self.optimized, self.backend)
+        self._threads = o.threads or 1
         # nothing to set up around a call: no devices to spread over, no cluster, no limit
         self._plain = (
             len(self.devices) == 1
-            and not any(self.opts.get(k) for k in ("scheduler", "memory_limit", "deterministic"))
-            and self.opts.get("to_host", True)
+            and not (o.scheduler or o.memory_limit or o.deterministic)
+            and o.to_host
         )
         self.cost = Cost(
             flops=graph_flops(self.optimized),
@@ -142,8 +139,7 @@ class Plan:
             names = [p.attrs[0] for p in optimized.placeholders if id(p) in missing]
             raise TenloomError(f"plan: the outputs read placeholders not in inputs: {names}")
         self.graph = self.optimized = optimized
-        self.opts = dict(o.given)
-        self._prepare(dict(stats or {}))
+        self._prepare(o, dict(stats or {}))
         return self
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
@@ -152,25 +148,15 @@ class Plan:
         if len(arrays) != len(self.inputs):
             raise ShapeError(f"plan: {len(arrays)} arrays for {len(self.inputs)} inputs")
         bound = bind_feed(self.optimized, dict(zip(self.inputs, arrays)))
-        opts = self.opts
-        threads = opts.get("threads", 1) or 1
         if self._plain:
-            return execute(self.optimized, bound, self.backend, self.device, True, threads)
-        from tenloom.runtime.determinism import deterministic_mode
-        from tenloom.runtime.evaluate import no_pooling, slicing_context
+            return execute(self.optimized, bound, self.backend, self.device, True, self._threads)
+        from tenloom.runtime.session import run_context
 
-        with (
-            deterministic_mode(bool(opts.get("deterministic")), threads),
-            slicing_context(self.devices, opts.get("scheduler"), opts.get("memory_limit")),
-            no_pooling(opts.get("memory_limit") is not None),
-        ):
-            to_host = opts.get("to_host", True)
-            return execute(self.optimized, bound, self.backend, self.device, to_host, threads)
-
-    def dump(self) -> str:
-        from tenloom.dump import dump_nodes
-
-        return dump_nodes(self.optimized.outputs)
+        o = self.options
+        with run_context(o, self.devices, self._threads):
+            return execute(
+                self.optimized, bound, self.backend, self.device, o.to_host, self._threads
+            )
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the plan to ``path`` (JSON) and its constants to the sibling ``.npz``: the
@@ -200,13 +186,6 @@ class Plan:
             f"Plan({len(self.inputs)} inputs, {len(self.graph.outputs)} outputs, "
             f"{len(self.optimized)} nodes, {self.cost.flops:.3g} flops)"
         )
-
-    def _repr_svg_(self) -> str | None:
-        """Jupyter: the compiled (optimized) graph as SVG; None, so that Jupyter shows the text
-        repr, when graphviz or its ``dot`` program is missing or the graph is too big to draw."""
-        from tenloom.visualize import repr_svg
-
-        return repr_svg(self)
 
 
 def compile(outputs: Any, inputs: Any = (), **opts: Any) -> Plan:  # noqa: A001
@@ -258,10 +237,11 @@ def save(obj: Any, path: str | os.PathLike) -> None:
     save_document(path, [t.node for t in items])
 
 
-def load(path: str | os.PathLike) -> Any:
+def load(path: str | os.PathLike, plan_class: type[Plan] = Plan) -> Any:
     """Read what ``save`` wrote: the output nodes of a graph (a tuple), or a Plan ready to
-    call (no tracing, pass or path search). Anything malformed raises GraphFormatError;
-    loading never runs code from the files and reads nothing outside the JSON file's folder."""
+    call (no tracing, pass or path search), of ``plan_class``. Anything malformed raises
+    GraphFormatError; loading never runs code from the files and reads nothing outside the
+    JSON file's folder."""
     from tenloom.graph.errors import GraphFormatError
     from tenloom.runtime.serialize import load_document
 
@@ -274,7 +254,7 @@ def load(path: str | os.PathLike) -> Any:
     if problem:
         raise GraphFormatError(f"{os.fspath(path)}: {problem}")
     graph = Graph(loaded.outputs)
-    return Plan.from_optimized(graph, loaded.inputs, loaded.stats, **opts)
+    return plan_class.from_optimized(graph, loaded.inputs, loaded.stats, **opts)
 
 
 def _check_path(caller: str, path: Any) -> None:

@@ -78,11 +78,10 @@ LAST_RUN = RunStats()
 @functools.lru_cache(maxsize=128)
 def optimized_inner(attrs: tuple, shapes: tuple, dtypes: tuple) -> tuple[Graph, tuple]:
     """The per-slice network after the layout and fusion passes; (graph, leaves)."""
-    from tenloom.passes import run_pipeline
+    from tenloom.passes import SLICE_PIPELINE, run_pipeline
 
     net = inner_network(attrs, shapes, dtypes)
-    passes = ("simplify", "cse", "eliminate_permutations", "fuse_elementwise")
-    graph, _ = run_pipeline(net.graph, passes)
+    graph, _ = run_pipeline(net.graph, SLICE_PIPELINE)
     return graph, net.leaves
 
 

@@ -75,7 +75,7 @@ from tenloom.api import (
 )
 from tenloom.autodiff import grad, hvp, jvp, value_and_grad, vjp
 from tenloom.explain import explain
-from tenloom.function import function, load
+from tenloom.function import Plan, compile, function, load
 from tenloom.graph.errors import (
     ConcretizationError,
     DeviceError,
@@ -91,9 +91,10 @@ from tenloom.graph.errors import (
     TenloomError,
 )
 from tenloom.inspect import dump, to_networkx
+from tenloom.passes.caches import cache_info, clear_caches
 from tenloom.runtime.devices import Device, devices
 from tenloom.runtime.evaluate import evaluate, evaluate_async
-from tenloom.runtime.plan import Plan, compile, save
+from tenloom.runtime.plan import save
 from tenloom.tensor import Tensor
 from tenloom.visualize import visualize
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from tenloom import api
@@ -20,11 +21,13 @@ from tenloom.graph.autodiff import check_differentiable, jvp_nodes, vjp_nodes
 from tenloom.graph.build import lift
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
-from tenloom.passes import run_pipeline
-from tenloom.runtime.options import GRAD_OPTIONS, Options, parse_options
+from tenloom.passes import PRE_GRAD
+from tenloom.passes.options import Options
+from tenloom.runtime.options import GRAD_OPTIONS, parse_options
+from tenloom.runtime.session import optimize
 from tenloom.tensor import Tensor
 
-PRE_GRAD = ("canonicalize", "merge_contractions", "prereduce", "cse", "contraction_order")
+__all__ = ["PRE_GRAD", "grad", "hvp", "jvp", "value_and_grad", "vjp"]
 
 # gradient node -> the forward outputs it differentiates (the pre-pass graph's), for explain's
 # forward / backward split; weak, so it never keeps a graph alive by itself
@@ -55,15 +58,13 @@ def _check(what: str, opts: dict[str, Any]) -> Options:
     return parse_options(what, opts, GRAD_OPTIONS)
 
 
-def _pre_options(o: Options, reverse_sweep: bool | str = True) -> dict[str, Any]:
+def _pre_options(o: Options, reverse_sweep: bool | str = True) -> Options:
     """Options of the pre-pass: the order search, and ``memory_limit`` (a network whose tree
     does not fit is sliced; with ``reverse_sweep`` its slices leave room for the reverse sweep,
     which then runs slice by slice too; ``"forward"``: room for the tangents of forward mode)."""
     # the differentiated tensors' uses stay in the graph (passes/prereduce.py)
-    opts = {**o.given, "fold_constants": False}
-    if o.memory_limit is not None and reverse_sweep:
-        opts["reverse_sweep"] = reverse_sweep
-    return opts
+    sweep = reverse_sweep if o.memory_limit is not None else False
+    return replace(o, fold_constants=False, reverse_sweep=sweep)
 
 
 def _lift_matching(fn: str, what: str, values: list, of: str, targets: list) -> list:
@@ -98,13 +99,10 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
     cts, _ = _as_list(cotangents)
     ct_nodes = _lift_matching("vjp", "cotangent", cts, "output", outs)
     graph = Graph(tuple(lift(t, "vjp") for t in (*outs, *ins)))
-    seen: dict = {}
-
-    def capture(name, g):
-        if name == "cse":
-            seen["before"] = g
-
-    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(o), on_pass=capture)
+    prepass = optimize(graph, _pre_options(o), PRE_GRAD, stages=True)
+    pre = prepass.graph
+    # the networks as the order search got them (the graph before it, after CSE)
+    seen: dict = {k: g for k, g in prepass.stages or () if k == "cse"}
     outs_n = pre.outputs[: len(outs)]
     ins_n = pre.outputs[len(outs) :]
     grads = vjp_nodes(outs_n, ins_n, ct_nodes)
@@ -114,7 +112,7 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
         if g is not None:
             SWEEPS[g] = tuple(outs_n)
             if "nets" not in seen:
-                seen["nets"] = _networks(seen.get("before", graph))
+                seen["nets"] = _networks(seen.get("cse", graph))
             SWEEP_NETWORKS[g] = seen["nets"]
     return result[0] if single_in else result
 
@@ -154,7 +152,7 @@ def jvp(outputs: Any, inputs: Any, tangents: Any, **opts: Any) -> Any:
     tans, _ = _as_list(tangents)
     tan_nodes = _lift_matching("jvp", "tangent", tans, "input", ins)
     graph = Graph(tuple(lift(t, "jvp") for t in (*outs, *ins)))
-    pre, _ = run_pipeline(graph, PRE_GRAD, _pre_options(o, reverse_sweep="forward"))
+    pre = optimize(graph, _pre_options(o, reverse_sweep="forward"), PRE_GRAD).graph
     outs_n = pre.outputs[: len(outs)]
     ins_n = pre.outputs[len(outs) :]
     result = []

@@ -126,17 +126,15 @@ def _load(args: argparse.Namespace) -> tuple[Any, tuple]:
 
 def _dump(args: argparse.Namespace) -> int:
     from tenloom.dump import dump_nodes
-    from tenloom.passes import run_pipeline
-    from tenloom.runtime.evaluate import build_graph, pipeline_options
+    from tenloom.runtime.session import build_graph, optimize_tensors
 
     plan, tensors = _load(args)
     if plan is not None:
         graph = plan.optimized
+    elif args.view == "optimized":  # as tl.dump(optimized=True) does
+        graph = optimize_tensors(tensors, _graph_opts(args), "dump")[1].graph
     else:
         graph = build_graph(tensors)
-        if args.view == "optimized":  # as tl.dump(optimized=True) does
-            opts = _graph_opts(args)
-            graph, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts))
     # Loaded nodes record where tl.load was called (here), not the code that built them:
     # source lines would only point at this command.
     print(dump_nodes(graph.outputs, sources=False))

@@ -9,10 +9,11 @@ from typing import Any
 from tenloom.dump import einsum_text
 from tenloom.graph.graph import Graph
 from tenloom.graph.ops import Op
-from tenloom.passes import run_pipeline
 from tenloom.passes.cost import einsum_sizes, graph_flops, peak_bytes
 from tenloom.passes.eliminate_permutations import count_copies
-from tenloom.runtime.evaluate import pipeline_options
+from tenloom.passes.options import Options
+from tenloom.runtime.options import parse_options
+from tenloom.runtime.session import build_graph, optimize
 
 
 @dataclass
@@ -130,22 +131,16 @@ def explain(*tensors: Any, **opts: Any) -> Report:
     ``str(report)`` is the per-pass table; ``report.networks`` lists the n-ary contraction
     networks the order search received (after merging and pre-reduction).
     """
-    from tenloom.runtime.evaluate import build_graph
-    from tenloom.runtime.options import parse_options
-
     o = parse_options("explain", opts)  # checked as evaluate checks them, before any work
-    opts = dict(o.given)
     graph = build_graph(tensors)
     rows = [_row("traced", graph)]
     networks: list[Network] = []
-    captured: dict = {}
-
-    def on_pass(name: str, g: Graph) -> None:
-        captured[name] = g
-
-    final, ctx = run_pipeline(graph, o.passes, pipeline_options(o), o.verify, on_pass=on_pass)
+    # evaluate's own optimization (cached), with the graph after each pass
+    optimized = optimize(graph, o, stages=True)
+    final = optimized.graph
+    captured = dict(optimized.stages or ())
     for name, g in captured.items():
-        rows.append(_row(name, g, ctx.stats.get(name)))
+        rows.append(_row(name, g, optimized.stats.get(name)))
     # networks: from the graph handed to contraction_order (or the last graph without it)
     names = list(captured)
     src = None
@@ -170,8 +165,8 @@ def explain(*tensors: Any, **opts: Any) -> Report:
                 )
             )
     assert math.isfinite(rows[-1].flops)
-    slicing = [slicing_summary(n, opts) for n in final.order if n.op is Op.SLICED]
-    return Report(rows, networks, final, slicing, _sweeps(graph, final, opts))
+    slicing = [slicing_summary(n, o) for n in final.order if n.op is Op.SLICED]
+    return Report(rows, networks, final, slicing, _sweeps(graph, final, o))
 
 
 def _contractions(graph: Graph) -> tuple[int, int]:
@@ -181,7 +176,7 @@ def _contractions(graph: Graph) -> tuple[int, int]:
     return len(nodes), sum(node_flops(n) for n in nodes)
 
 
-def _sweeps(graph: Graph, final: Graph, opts: dict) -> dict | None:
+def _sweeps(graph: Graph, final: Graph, options: Options) -> dict | None:
     """When some outputs are gradients (tl.grad / tl.vjp): the forward part (the
     differentiated outputs, optimized alone) and the rest of the graph, the reverse sweep."""
     from tenloom.autodiff import SWEEP_NETWORKS, SWEEPS
@@ -193,7 +188,7 @@ def _sweeps(graph: Graph, final: Graph, opts: dict) -> dict | None:
     if not forward_outs:
         return None
     fwd_graph = Graph(tuple(forward_outs.values()))
-    fwd_final, _ = run_pipeline(fwd_graph, opts.get("passes"), pipeline_options(opts))
+    fwd_final = optimize(fwd_graph, options).graph
     n_f, flops_f = _contractions(fwd_final)
     n_all, flops_all = _contractions(final)
     networks = {}
@@ -207,7 +202,7 @@ def _sweeps(graph: Graph, final: Graph, opts: dict) -> dict | None:
     }
 
 
-def slicing_summary(node, opts: dict) -> dict:
+def slicing_summary(node, o: Options) -> dict:
     """Indices sliced, number of slices, flops overhead against the unsliced tree that the order
     search chose (from its path cache), and the predicted peak bytes of one slice."""
     import cotengra as ctg
@@ -218,7 +213,7 @@ def slicing_summary(node, opts: dict) -> dict:
     terms, out, sliced, path, wrt = node.attrs
     ops = node.inputs[: len(terms)]
     sizes = label_sizes([x.shape for x in ops], terms)
-    unsliced = path_cost(terms, out, sizes, find_path(terms, out, sizes, opts))
+    unsliced = path_cost(terms, out, sizes, find_path(terms, out, sizes, o))
     tree = ctg.ContractionTree.from_path(terms, out, sizes, ssa_path=path)
     for lab, _ in sliced:
         tree.remove_ind_(lab)

@@ -1,5 +1,10 @@
-"""``@function``: a Python function traced into compiled plans, one per (shape, dtype)
-signature of its arguments; and ``load``, which gives saved graphs back as Tensors."""
+"""Compiled plans as users see them: ``compile``, whose ``Plan`` can also dump and draw itself;
+``@function``, a Python function traced into such plans, one per (shape, dtype) signature of
+its arguments; and ``load``, which gives saved graphs back as Tensors and saved plans as Plans.
+
+The runtime's plan (runtime/plan.py) optimizes and runs; what shows a plan to a person (its
+text dump, its drawing in Jupyter) is inspection, which lives up here (tenloom/dump.py,
+tenloom/visualize.py), so the front end adds it in a subclass."""
 
 from __future__ import annotations
 
@@ -12,8 +17,35 @@ import numpy as np
 
 from tenloom import api
 from tenloom.graph.errors import DTypeError
+from tenloom.graph.value import Value
 from tenloom.runtime import plan as plan_mod
 from tenloom.tensor import Tensor
+
+
+class Plan(plan_mod.Plan):
+    """A compiled computation: ``plan(*arrays) -> list of ndarrays`` (see ``compile``), which
+    also shows itself: ``plan.dump()`` and, in Jupyter, a drawing of its optimized graph."""
+
+    def dump(self) -> str:
+        """The optimized graph as text, one line per node (as ``tl.dump``)."""
+        from tenloom.dump import dump_nodes
+
+        return dump_nodes(self.optimized.outputs)
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter: the compiled (optimized) graph as SVG; None, so that Jupyter shows the text
+        repr, when graphviz or its ``dot`` program is missing or the graph is too big to draw."""
+        from tenloom.visualize import repr_svg
+
+        return repr_svg(self)
+
+
+def compile(outputs: Any, inputs: Any = (), **opts: Any) -> Plan:  # noqa: A001
+    """Optimize ``outputs`` once (the pass pipeline, order search included, and the backend
+    program); the plan binds arrays to ``inputs`` (placeholders) in order at each call, with
+    no tracing, pass or path search. Options as for ``evaluate`` except ``feed``."""
+    outs = [outputs] if isinstance(outputs, Value) else list(outputs)
+    return Plan(outs, list(inputs), **opts)
 
 
 def function(fn: Callable | None = None, **opts: Any):
@@ -31,7 +63,7 @@ def function(fn: Callable | None = None, **opts: Any):
     parse_options("function", opts, COMPILE_OPTIONS)  # when decorating, not at the first call
 
     def wrap(f: Callable):
-        plans: dict[tuple, tuple[plan_mod.Plan, Any]] = {}
+        plans: dict[tuple, tuple[Plan, Any]] = {}
 
         @functools.wraps(f)
         def call(*args: Any):
@@ -45,7 +77,7 @@ def function(fn: Callable | None = None, **opts: Any):
                 ]
                 out = f(*phs)
                 leaves, rebuild = _flatten(out)
-                hit = plans[sig] = (plan_mod.compile(leaves, phs, **opts), rebuild)
+                hit = plans[sig] = (compile(leaves, phs, **opts), rebuild)
             plan, rebuild = hit
             return rebuild(plan(*arrays))
 
@@ -87,8 +119,8 @@ def load(path: str | os.PathLike) -> Any:
     ready to call (no tracing, pass or path search). Anything malformed raises
     GraphFormatError; loading never runs code from the files and reads nothing outside the
     JSON file's folder."""
-    loaded = plan_mod.load(path)
-    if isinstance(loaded, plan_mod.Plan):
+    loaded = plan_mod.load(path, Plan)
+    if isinstance(loaded, Plan):
         return loaded
     outs = tuple(Tensor(n) for n in loaded)
     return outs[0] if len(outs) == 1 else outs

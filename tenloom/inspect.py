@@ -1,12 +1,20 @@
-"""Inspection entry points (dump; explain and visualize join with the passes and plans)."""
+"""Inspection entry points: ``dump``, ``graph_sizes`` and ``to_networkx`` show the graph as
+traced or as ``evaluate`` runs it (``session.optimize``: the same cached optimization)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tenloom.dump import dump_nodes
-from tenloom.passes import run_pipeline
-from tenloom.runtime.evaluate import build_graph, pipeline_options
+from tenloom.graph.graph import Graph
+from tenloom.runtime.session import build_graph, optimize_tensors
+
+
+def _graph(tensors: tuple, opts: dict[str, Any], caller: str, optimized: bool) -> Graph:
+    """The graph of ``tensors`` as traced, or as ``evaluate`` runs it (``opts`` checked)."""
+    if not optimized:
+        return build_graph(tensors)
+    return optimize_tensors(tensors, opts, caller)[1].graph
 
 
 def dump(*tensors: Any, optimized: bool = True, **opts: Any) -> str:
@@ -16,17 +24,13 @@ def dump(*tensors: Any, optimized: bool = True, **opts: Any) -> str:
     ``optimize=``/``memory_limit=`` options as for ``evaluate``); ``optimized=False`` shows it as
     traced.
     """
-    graph = build_graph(tensors)
-    if optimized:
-        graph, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts, "dump"))
-    return dump_nodes(graph.outputs)
+    return dump_nodes(_graph(tensors, opts, "dump", optimized).outputs)
 
 
 def graph_sizes(*tensors: Any, **opts: Any) -> tuple[int, int]:
     """(nodes as traced, nodes after the pass pipeline)."""
-    graph = build_graph(tensors)
-    optimized, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts, "graph_sizes"))
-    return len(graph), len(optimized)
+    graph, optimized = optimize_tensors(tensors, opts, "graph_sizes")
+    return len(graph), len(optimized.graph)
 
 
 def to_networkx(*tensors: Any, optimized: bool = False, **opts: Any):
@@ -34,9 +38,7 @@ def to_networkx(*tensors: Any, optimized: bool = False, **opts: Any):
     shape, dtype, source), one edge per input slot (attribute ``slot``); outputs are marked."""
     import networkx as nx
 
-    graph = build_graph(tensors)
-    if optimized:
-        graph, _ = run_pipeline(graph, opts.get("passes"), pipeline_options(opts, "to_networkx"))
+    graph = _graph(tensors, opts, "to_networkx", optimized)
     g = nx.MultiDiGraph()
     index = {id(n): k for k, n in enumerate(graph.order)}
     outputs = {id(o) for o in graph.outputs}

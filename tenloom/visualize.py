@@ -89,8 +89,9 @@ def _graphviz():
 
 def _graphs(obj: Any, optimized: bool | str, opts: dict[str, Any]) -> list[tuple[str, Graph]]:
     """(title, graph) pairs to draw for a Tensor, a sequence of them, or a Plan."""
-    from tenloom.runtime.evaluate import build_graph, check_options, optimize_graph
+    from tenloom.runtime.options import parse_options
     from tenloom.runtime.plan import Plan
+    from tenloom.runtime.session import build_graph, optimize
 
     if optimized not in (True, False, "both"):
         raise VisualizeError(
@@ -104,13 +105,13 @@ def _graphs(obj: Any, optimized: bool | str, opts: dict[str, Any]) -> list[tuple
             )
         traced, final = obj.graph, obj.optimized
     else:
-        check_options(opts, "visualize")
+        o = parse_options("visualize", opts)
         tensors = tuple(obj) if isinstance(obj, (list, tuple)) else (obj,)
         if not tensors:
             raise VisualizeError("visualize: nothing to draw (an empty list of tensors)")
         traced = build_graph(tensors)
         # evaluate's own (cached) optimization, so the drawing is the graph evaluate runs
-        final = optimize_graph(traced, opts) if optimized is not False else traced
+        final = optimize(traced, o).graph if optimized is not False else traced
     if optimized == "both":
         return [("unoptimized", traced), ("optimized", final)]
     return [("optimized" if optimized else "unoptimized", final if optimized else traced)]

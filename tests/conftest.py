@@ -61,20 +61,20 @@ if os.environ.get("TENLOOM_TEST_PIPELINES"):  # e.g. "full" for a quick run on a
     PIPELINE_VARIANTS = {k: v for k, v in PIPELINE_VARIANTS.items() if k in _wanted}
 
 if os.environ.get("TENLOOM_TEST_DEVICE"):  # run the corpus on a device, e.g. cuda:0
-    import tenloom.runtime.evaluate as _evaluate
+    import tenloom.runtime.session as _session
 
-    _evaluate.DEFAULT_DEVICE = os.environ["TENLOOM_TEST_DEVICE"]
+    _session.DEFAULT_DEVICE = os.environ["TENLOOM_TEST_DEVICE"]
 
 
 @pytest.fixture(scope="module", params=list(PIPELINE_VARIANTS), ids=list(PIPELINE_VARIANTS))
 def pipeline_variant(request):
     """Run a whole module with DEFAULT_PIPELINE set to one variant."""
-    import tenloom.runtime.evaluate as evaluate_module
+    import tenloom.runtime.session as session
 
     _passes.DEFAULT_PIPELINE = PIPELINE_VARIANTS[request.param]
-    evaluate_module.DEFAULT_THREADS = 2 if request.param == "threads-2" else 1
+    session.DEFAULT_THREADS = 2 if request.param == "threads-2" else 1
     try:
         yield request.param
     finally:
         _passes.DEFAULT_PIPELINE = FULL_PIPELINE
-        evaluate_module.DEFAULT_THREADS = 1
+        session.DEFAULT_THREADS = 1

@@ -424,9 +424,11 @@ def test_on_the_cpu_regions_over_big_arrays_take_the_whole_chain():
     # on the CPU (whatever the suite's device), whose ufuncs chunk by chunk give NumPy's bits
     np.testing.assert_array_equal(y.evaluate(device="cpu"), expected)
     # evaluate and explain tell the passes the device: one region there too
-    from tenloom.runtime import evaluate as ev
+    from tenloom.runtime import session
+    from tenloom.runtime.options import parse_options
 
-    ran = ev._cached(ev._opt_key(build_graph((y,)), {"device": "cpu"}))
+    o = parse_options("evaluate", {"device": "cpu"})
+    ran = session.cached(session.optimize_key(build_graph((y,)), o)).graph
     assert len(regions(ran)) == 1
     report = tl.explain(y, device="cpu")
     assert next(r for r in report.rows if r.stage == "fuse_elementwise").stats["regions"] == 1

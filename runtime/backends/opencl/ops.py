@@ -15,6 +15,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops.leaf import full_value
 from tenloom.graph.ops.movement import diagonal_len
+from tenloom.passes import LOWERING_PIPELINE
 from tenloom.runtime.backends.opencl import source as src
 from tenloom.runtime.program import compile_program, run
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from tenloom.runtime.backends.opencl import Backend
 
 # passes that turn a many-operand einsum into pairwise CONTRACTs and one-operand einsums
-LOWERING = ("canonicalize", "prereduce", "contraction_order", "eliminate_permutations")
+LOWERING = LOWERING_PIPELINE  # declared with the other pipelines in passes/__init__.py
 
 
 def _prepare_operand(be: Backend, x: Node, labels, drop, dtype, *layouts):

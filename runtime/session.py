@@ -1,0 +1,318 @@
+"""The orchestrator: the setup that ``evaluate``, ``compile``, ``dump``, ``explain``,
+``visualize``, ``to_networkx`` and the gradient pre-pass share, written once.
+
+    parse_options(caller, opts)              -> Options   (runtime/options.py: checked once)
+    open_devices(names)                      -> backends  (an absent device raises first)
+    check_limit_feasible(graph, limit)                    (before any pass or search)
+    optimize(graph, options, pipeline=None)  -> Optimized (cached: bounded LRU)
+    check_memory_limit(optimized, limit)
+    run_context(options, devices, threads)                (around a run that needs it)
+
+``optimize`` is the one way the runtime and the front end run the passes: the pipeline is
+``pipeline`` (``passes.PRE_GRAD`` for the gradient pre-pass), else ``options.passes``, else
+``passes.DEFAULT_PIPELINE``, all declared in passes/__init__.py. Its result is cached by the
+outputs' identities, the pipeline, the target device and what in the options shapes the
+passes (``Options.pass_key``), so a graph evaluated, compiled, dumped and drawn is optimized
+once. ``verify=True`` and optimizer objects are never served from the cache.
+
+This module also registers, by reference, the caches of the layers below that cannot do it
+themselves (graph/ keeps no locks and imports nothing above it), and the runtime's own, in the
+one registry of passes/caches.py (``tl.cache_info()``, ``tl.clear_caches()``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import tenloom.passes as _passes
+from tenloom.graph.build import lift
+from tenloom.graph.errors import MemoryLimitError, OptionTypeError, fmt_shape
+from tenloom.graph.graph import Graph
+from tenloom.passes import run_pipeline
+from tenloom.passes.caches import LRUCache, counter
+from tenloom.passes.options import NO_OPTIONS, Options
+from tenloom.passes.prereduce import still_frozen
+from tenloom.runtime.backends import get_backend
+from tenloom.runtime.options import parse_device_name, parse_options
+
+# The device used when none is given (tests point it at a GPU to run the corpus there:
+# TENLOOM_TEST_DEVICE=cuda:0), and threads= when not given (tests run the corpus with 2 too).
+DEFAULT_DEVICE = "cpu"
+DEFAULT_THREADS = 1
+
+
+# ---- devices -----------------------------------------------------------------------------
+
+
+def device_names(device: Any, caller: str = "evaluate") -> list[str]:
+    """The devices of a run: one name, a list of names, or "kind:*" (every device of that kind
+    present). The first is where the graph runs; sliced networks use them all."""
+    if device is None:
+        return [DEFAULT_DEVICE]
+    from tenloom.runtime.options import device_names as checked_names
+
+    return checked_names(caller, device)
+
+
+def run_devices(o: Options) -> tuple[str, ...]:
+    """The resolved devices of ``o`` (the default device when none was given)."""
+    return (DEFAULT_DEVICE,) if o.devices is None else o.devices
+
+
+def target_of(o: Options) -> str:
+    """The device the graph will run on: the first of ``device=``, else the default."""
+    return DEFAULT_DEVICE if o.devices is None else o.devices[0]
+
+
+def parse_device(device: Any) -> tuple[str, int]:
+    return parse_device_name("evaluate", DEFAULT_DEVICE if device is None else device)
+
+
+def open_devices(names: Sequence[str]) -> list[Any]:
+    """The backend of each device, in order: an absent device or a missing backend raises
+    DeviceError here, before any pass runs."""
+    return [get_backend(*parse_device(n)) for n in names]
+
+
+# ---- memory limits -------------------------------------------------------------------------
+
+
+def check_limit_feasible(graph: Graph, limit: int) -> None:
+    """Refuse at once, before any pass or search, a ``memory_limit`` that no slicing can meet:
+    one input alone, or the outputs together, exceed it."""
+    from tenloom.passes.cost import PREEXISTING
+
+    outs = {id(o): o for o in graph.outputs}
+    out_bytes = sum(o.nbytes for o in outs.values())
+    if out_bytes > limit:
+        raise MemoryLimitError(
+            f"evaluate: the outputs alone need {out_bytes} bytes, more than "
+            f"memory_limit={limit} bytes; no slicing can fit"
+        )
+    for node in graph.order:
+        if node.op in PREEXISTING and node.nbytes > limit:
+            raise MemoryLimitError(
+                f"evaluate: input {node.op.value} {node.dtype}{fmt_shape(node.shape)} alone "
+                f"needs {node.nbytes} bytes, more than memory_limit={limit} bytes; no slicing "
+                f"can fit (at {node.where})"
+            )
+
+
+def check_memory_limit(graph: Graph, limit: int) -> None:
+    """Raise MemoryLimitError when the predicted peak of intermediates and outputs still exceeds
+    ``limit`` after slicing (the part that slicing cannot shrink: elementwise work, outputs),
+    naming the peak and the biggest node."""
+    from tenloom.passes.cost import peak_bytes
+
+    peak = peak_bytes(graph)
+    if peak > limit:
+        biggest = max(graph.order, key=lambda n: n.nbytes)
+        raise MemoryLimitError(
+            f"evaluate: predicted peak memory {peak} bytes exceeds memory_limit={limit} bytes; "
+            f"the largest array is {biggest.op.value} {biggest.dtype}{biggest.shape} "
+            f"({biggest.nbytes} bytes) at {biggest.where}"
+        )
+
+
+# ---- optimization --------------------------------------------------------------------------
+
+
+def build_graph(tensors: Sequence[Any], caller: str = "evaluate") -> Graph:
+    """The graph of ``tensors`` (Tensors, nodes, arrays or scalars) as traced."""
+    return Graph(tuple(lift(t, caller) for t in tensors))
+
+
+@dataclass(frozen=True)
+class Optimized:
+    """A graph after a pipeline: ``graph``, each pass's ``stats`` (what it changed), and with
+    ``optimize(..., stages=True)`` the graph after each pass (``stages``: (pass, graph))."""
+
+    graph: Graph
+    stats: dict[str, dict[str, Any]]
+    stages: tuple[tuple[str, Graph], ...] | None = None
+
+
+# Optimized graphs of recent calls: (outputs' ids, pipeline, target, Options.pass_key) ->
+# (outputs, Optimized). Entries hold their outputs, so an id cannot be reused while its entry
+# lives; an entry whose reductions were folded from an array made writeable since is stale.
+_OPTIMIZED: LRUCache[tuple, tuple[tuple, Optimized]] = LRUCache("runtime.optimized_graphs", 32)
+PASS_RUNS = counter("runtime.pass_runs")  # how often a pipeline ran (tests check the cache)
+_UNSET: Any = object()
+
+
+def pipeline_of(o: Options, pipeline: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The passes that run: ``pipeline`` if given, else ``passes=``, else the default."""
+    if pipeline is not None:
+        return tuple(pipeline)
+    return _passes.DEFAULT_PIPELINE if o.passes is None else o.passes
+
+
+def optimize_key(graph: Graph, o: Options, pipeline: Sequence[str] | None = None) -> tuple | None:
+    """The cache key of ``optimize(graph, o, pipeline)``; None: not cacheable."""
+    shaping = o.pass_key
+    if shaping is None:
+        return None
+    return (tuple(map(id, graph.outputs)), pipeline_of(o, pipeline), target_of(o), shaping)
+
+
+def cached(key: tuple | None) -> Optimized | None:
+    """The cached optimization under ``key``, unless stale (a folded array made writeable)."""
+    if key is None:
+        return None
+    hit = _OPTIMIZED.get(key)
+    if hit is None or not still_frozen(hit[1].graph):
+        return None
+    return hit[1]
+
+
+def optimize(
+    graph: Graph,
+    options: Options = NO_OPTIONS,
+    pipeline: Sequence[str] | None = None,
+    *,
+    stages: bool = False,
+    key: Any = _UNSET,
+) -> Optimized:
+    """``graph`` after the passes (see the module docstring), from the cache when these outputs
+    were optimized with these options before. ``stages=True`` also keeps each pass's result
+    (explain, the gradient pre-pass). ``key``: ``optimize_key``'s, from a caller that has just
+    looked it up with ``cached`` and missed (evaluate): not looked up again."""
+    if key is _UNSET:
+        key = optimize_key(graph, options, pipeline)
+        hit = cached(key)
+        if hit is not None and (hit.stages is not None or not stages):
+            return hit
+    PASS_RUNS["n"] += 1
+    target = target_of(options)
+    for_passes = options if options.target == target else replace(options, target=target)
+    seen: list[tuple[str, Graph]] = []
+    on_pass: Callable[[str, Graph], None] | None = None
+    if stages:
+
+        def on_pass(name: str, g: Graph) -> None:
+            seen.append((name, g))
+
+    optimized, ctx = run_pipeline(
+        graph, pipeline_of(options, pipeline), for_passes, verify=options.verify, on_pass=on_pass
+    )
+    result = Optimized(optimized, ctx.stats, tuple(seen) if stages else None)
+    if key is not None:
+        _OPTIMIZED.put(key, (graph.outputs, result))
+    return result
+
+
+def optimize_tensors(tensors: Sequence[Any], opts: Any, caller: str) -> tuple[Graph, Optimized]:
+    """(traced graph, its optimization) of ``tensors`` with ``opts`` (keywords, checked as
+    ``caller``'s): what dump, to_networkx, visualize and the CLI show."""
+    o = parse_options(caller, opts)
+    graph = build_graph(tensors)
+    return graph, optimize(graph, o)
+
+
+# ---- around a run --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def no_pooling(on: bool) -> Iterator[None]:
+    """Under a memory limit, runs keep no freed buffers for reuse, and what earlier runs kept is
+    let go first, so that it does not count against the limit (runtime/buffers.py)."""
+    if not on:
+        yield
+        return
+    from tenloom.runtime.buffers import POOLING, clear_pools
+
+    clear_pools()
+    token = POOLING.set(False)
+    try:
+        yield
+    finally:
+        POOLING.reset(token)
+
+
+@contextlib.contextmanager
+def slicing_context(names: Sequence[str], client: Any, limit: int | None) -> Iterator[None]:
+    """Tell sliced networks where their slices may run (runtime/sliced.py)."""
+    from tenloom.runtime.sliced import CONTEXT, SliceContext
+
+    if client is not None and not hasattr(client, "submit"):
+        raise OptionTypeError(f"evaluate: scheduler={client!r} is not a dask.distributed.Client")
+    backends = tuple(get_backend(*parse_device(n)) for n in names) if len(names) > 1 else ()
+    token = CONTEXT.set(SliceContext(backends, client, limit, names[0]))
+    try:
+        yield
+    finally:
+        CONTEXT.reset(token)
+
+
+@contextlib.contextmanager
+def run_context(o: Options, names: Sequence[str], threads: int) -> Iterator[None]:
+    """What a run sets up around itself: deterministic kernels and the thread count, where the
+    slices of sliced networks may run, and no buffer pooling under a memory limit."""
+    from tenloom.runtime.determinism import deterministic_mode
+
+    limit = o.memory_limit
+    with (
+        deterministic_mode(o.deterministic, threads),
+        slicing_context(names, o.scheduler, limit),
+        no_pooling(limit is not None),
+    ):
+        yield
+
+
+# ---- the caches kept below the runtime, and the runtime's, in the one registry ------------
+
+
+def _register_caches() -> None:
+    import tenloom.graph.build as build
+    import tenloom.passes.cse as cse
+    import tenloom.runtime.buffers as buffers
+    import tenloom.runtime.program as program
+    import tenloom.runtime.sliced as sliced
+    from tenloom.graph.ops.sliced import inner_network
+    from tenloom.passes import caches
+    from tenloom.runtime import backends
+
+    caches.register("graph.scalar_nodes", caches.Table(build._SCALAR_NODES, 4096))
+    caches.register("graph.slice_networks", caches.FunctionCache(inner_network))
+    caches.register("passes.cse_attr_keys", caches.Table(cse._ATTR_KEYS, 100_000))
+    caches.register("runtime.slice_programs", caches.FunctionCache(sliced.optimized_inner))
+    # compiled programs per optimized graph: weak, they go with their graph (a plan's, or one
+    # in runtime.optimized_graphs)
+    caches.register("runtime.programs", caches.Table(program._PROGRAMS, None))
+    caches.register(
+        "runtime.buffer_pools",
+        caches.Computed(
+            lambda: caches.CacheInfo(buffers.held_bytes(), buffers.POOL_BYTES, unit="bytes"),
+            buffers.clear_pools,
+        ),
+    )
+
+    # each loaded backend's own tables, by reference: copies of frozen constants on the device
+    # (weak: each goes with its array) and compiled kernels (one per kernel source)
+    def backend_tables(names: tuple[str, ...], weak: bool) -> caches.Computed:
+        def tables() -> list[dict]:
+            return [
+                t
+                for be in list(backends._LOADED.values())
+                for name in names
+                if isinstance(t := vars(be).get(name), dict)
+            ]
+
+        def info() -> caches.CacheInfo:
+            return caches.CacheInfo(sum(len(t) for t in tables()), None, weak=weak)
+
+        def clear() -> None:
+            for t in tables():
+                t.clear()
+
+        return caches.Computed(info, clear)
+
+    caches.register("runtime.device_constants", backend_tables(("_consts",), True))
+    kernels = ("_kernels", "_programs", "_sources", "_small", "_compiled")
+    caches.register("runtime.device_kernels", backend_tables(kernels, False))
+
+
+_register_caches()
