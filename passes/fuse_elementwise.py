@@ -3,81 +3,82 @@
     exp(a * b + c) > 0.5 -> fused[(exp((in0 * in1) + in2) > in3)](a, b, c, 0.5)
 
 A region grows from each elementwise node into its elementwise inputs that have no other
-consumer (so nothing is computed twice), broadcasting included. Regions hold only ops and dtypes
-that the CPU kernel language (numexpr) computes exactly as NumPy does: one arithmetic dtype per
-region (int32, int64, float32, float64 or complex128; int8, int16 and the unsigned integers,
-which numexpr lacks, stay op by op) plus booleans from comparisons. Regions
-are capped (MAX_OPS ops, MAX_INPUTS inputs, MAX_CHARS of expression), so a 100,000-node chain
-becomes a chain of fused nodes. Scalars enter as 0-d inputs, never as literals, so numexpr
-cannot promote them.
+consumer (so nothing is computed twice), broadcasting included. What a region may hold is the
+backend's to say, not this pass's: a ``FusionLimits`` record (ops, the arithmetic dtypes a
+region computes in, per-op dtype restrictions, caps) tells it, so the pass owns no kernel
+templates and knows no device. Within those limits a region computes in one arithmetic dtype
+plus booleans from comparisons, and is capped (``max_ops`` ops, ``max_inputs`` inputs,
+``max_size`` of generated source), so a 100,000-node chain becomes a chain of fused nodes.
+Where the limits allow it (``big_elements``), a region over that many elements may take
+``big_max_ops`` ops with any number of inputs (the CPU's chunked ufunc kernels have none of
+numexpr's limits, and each region boundary saved is one pass over memory). Scalars enter as
+0-d inputs, never as literals, so no kernel language can promote them.
 
-When the graph is to run on the CPU (option ``target``, set by evaluate and compile), a region
-over BIG_REGION elements or more may take BIG_MAX_OPS ops with any number of inputs: the CPU
-runs such regions chunk by chunk through NumPy's ufuncs (runtime/backends/cpu_fused.py),
-which has none of numexpr's limits, and each region boundary saved is one pass over memory.
+The limits come in the options: ``fusion`` (a FusionLimits: the target backend's), else the
+limits the runtime registered for the device kind of ``target`` (``register_fusion_limits``;
+runtime/codegen registers every backend's at import), else those registered for no target.
+With none registered (the runtime not imported) the pass fuses nothing.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import OPS, Op, OpKind
+from tenloom.passes.options import Options
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import use_counts
 
-MAX_OPS = 48
-MAX_INPUTS = 24
-MAX_CHARS = 4000
-BIG_REGION = 2048  # elements (the CPU backend's chunked kernels start here)
-BIG_MAX_OPS = 4096
-
-# op -> numexpr template; {0}, {1}, {2} are the operands' expressions
-TEMPLATES: dict[Op, str] = {
-    Op.ADD: "({0} + {1})",
-    Op.SUB: "({0} - {1})",
-    Op.MUL: "({0} * {1})",
-    Op.DIV: "({0} / {1})",
-    Op.POW: "({0} ** {1})",
-    Op.NEG: "(-{0})",
-    Op.ABS: "abs({0})",
-    Op.EXP: "exp({0})",
-    Op.LOG: "log({0})",
-    Op.SQRT: "sqrt({0})",
-    Op.SIN: "sin({0})",
-    Op.COS: "cos({0})",
-    Op.TANH: "tanh({0})",
-    Op.CONJ: "conj({0})",
-    Op.EQ: "({0} == {1})",
-    Op.NE: "({0} != {1})",
-    Op.LT: "({0} < {1})",
-    Op.LE: "({0} <= {1})",
-    Op.GT: "({0} > {1})",
-    Op.GE: "({0} >= {1})",
-    Op.AND: "({0} & {1})",
-    Op.OR: "({0} | {1})",
-    Op.INVERT: "(~{0})",
-    Op.WHERE: "where({0}, {1}, {2})",
-    # NumPy's maximum/minimum propagate NaN from either side and, between equal operands
-    # (0.0 and -0.0), give the second one (its float32/float64 loops)
-    Op.MAXIMUM: "where(({0} > {1}) | ({0} != {0}), {0}, {1})",
-    Op.MINIMUM: "where(({0} < {1}) | ({0} != {0}), {0}, {1})",
-}
-ARITH = frozenset(np.dtype(n) for n in ("int32", "int64", "float32", "float64", "complex128"))
 BOOL = np.dtype(bool)
-# numexpr computes these in floating point only (abs of an integer comes back as float64)
-FLOAT_ONLY = frozenset({Op.DIV, Op.POW, Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH, Op.ABS})
-NOT_COMPLEX = frozenset({Op.ABS, Op.LT, Op.LE, Op.GT, Op.GE, Op.MAXIMUM, Op.MINIMUM})
-BOOL_ONLY = frozenset({Op.AND, Op.OR, Op.INVERT})
+_COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
 
 
-def region_dtype(node: Node) -> np.dtype | None:
+@dataclass(frozen=True)
+class FusionLimits:
+    """What fused regions a backend's kernels take: the data this pass decides with."""
+
+    ops: frozenset[Op]  # ops a region may hold
+    dtypes: frozenset[np.dtype]  # the arithmetic dtypes a region may compute in (bool besides)
+    float_only: frozenset[Op] = frozenset()  # ops taken in floating and complex dtypes only
+    not_complex: frozenset[Op] = frozenset()  # ops not taken in complex dtypes
+    complex_only: frozenset[Op] = frozenset()  # ops taken in complex dtypes only
+    bool_only: frozenset[Op] = frozenset()  # ops taken on booleans only (logic)
+    max_ops: int = 48
+    max_inputs: int = 24
+    max_size: int = 4000  # of a region's generated source, as ``source_size`` measures it
+    source_size: Callable[[tuple], int] | None = None  # program -> size (None: not capped)
+    big_elements: int | None = None  # regions this big may take big_max_ops ops, any inputs
+    big_max_ops: int = 4096
+
+
+LIMITS: dict[str | None, FusionLimits] = {}  # device kind (None: no target) -> limits
+
+
+def register_fusion_limits(kind: str | None, limits: FusionLimits) -> None:
+    """The limits for graphs whose ``target`` is a device of ``kind`` (the runtime registers
+    every backend's at import; this pass imports no runtime)."""
+    LIMITS[kind] = limits
+
+
+def limits_for(options: Options) -> FusionLimits | None:
+    """The limits a run of the pass works with (see the module docstring)."""
+    if options.fusion is not None:
+        return options.fusion
+    target = options.target
+    kind = target.split(":")[0] if isinstance(target, str) else None
+    return LIMITS.get(kind, LIMITS.get(None))
+
+
+def region_dtype(node: Node, limits: FusionLimits) -> np.dtype | None:
     """The arithmetic dtype a fusable node works in (BOOL for purely boolean logic), or None
-    when the node cannot be fused exactly."""
+    when ``limits`` say no kernel computes it exactly in a region."""
     op = node.op
-    if op not in TEMPLATES:
+    if op not in limits.ops:
         return None
     dts = {i.dtype for i in node.inputs} | {node.dtype}
     if op is Op.WHERE:
@@ -85,37 +86,23 @@ def region_dtype(node: Node) -> np.dtype | None:
         if node.inputs[0].dtype != BOOL:
             return None
     arith = dts - {BOOL}
-    if op in BOOL_ONLY:
+    if op in limits.bool_only:
         return BOOL if not arith else None
     if len(arith) != 1:
         return None
     (dt,) = arith
-    if dt not in ARITH:
+    if dt not in limits.dtypes:
         return None
-    if op in FLOAT_ONLY and dt.kind not in "fc":
+    if op in limits.float_only and dt.kind not in "fc":
         return None
-    if op in NOT_COMPLEX and dt.kind == "c":
+    if op in limits.not_complex and dt.kind == "c":
         return None
-    if op is Op.CONJ and dt.kind != "c":
+    if op in limits.complex_only and dt.kind != "c":
         return None
     # comparisons produce bool from dt inputs; everything else keeps dt
-    if node.dtype != dt and not (
-        node.dtype == BOOL and op in (Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE)
-    ):
+    if node.dtype != dt and not (node.dtype == BOOL and op in _COMPARISONS):
         return None
     return dt
-
-
-def expression(program: tuple) -> str:
-    """The numexpr expression of a FUSED program; inputs are named in0, in1, ..."""
-    exprs: list[str] = []
-    for op, _attrs, args in program:
-        parts = [f"in{i}" if kind == "in" else exprs[i] for kind, i in args]
-        if op is Op.MUL and args[0] == args[1] and args[0][0] == "step":
-            exprs.append(f"({parts[0]} ** 2)")  # evaluates the shared operand once
-        else:
-            exprs.append(TEMPLATES[op].format(*parts))
-    return exprs[-1]
 
 
 def _joins(x_dt: np.dtype | None, dt: np.dtype) -> bool:
@@ -123,14 +110,22 @@ def _joins(x_dt: np.dtype | None, dt: np.dtype) -> bool:
     return x_dt is not None and x_dt in (dt, BOOL)
 
 
-def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype, big: bool = False):
+def _grow(
+    root: Node,
+    uses: dict[int, int],
+    taken: set[int],
+    dt: np.dtype,
+    limits: FusionLimits,
+    big: bool = False,
+):
     """Absorb fusable inputs that feed nothing else into root's region, breadth-first. A value
-    read twice by one multiply (``y * y``) is absorbed too: it is written ``y**2``, which
-    numexpr computes from one evaluation of ``y`` (numexpr has no common subexpressions, so
-    any other repeated use would compute the whole subtree twice). When the region passes a cap,
-    the members added last are given back until it fits. Returns (program, inputs, member
-    ids), or None for a region of one op. ``big``: the CPU's chunked-kernel caps instead."""
-    max_ops = BIG_MAX_OPS if big else MAX_OPS
+    read twice by one multiply (``y * y``) is absorbed too: code generators write it as a
+    square of one evaluation of ``y`` (numexpr has no common subexpressions, so any other
+    repeated use would compute the whole subtree twice). When the region passes a cap, the
+    members added last are given back until it fits. Returns (program, inputs, member ids), or
+    None for a region of one op. ``big``: the limits' caps for big regions instead."""
+    max_ops = limits.big_max_ops if big else limits.max_ops
+    size = limits.source_size
     members = [root]
     member_ids = {id(root)}
     frontier = deque([root])
@@ -142,7 +137,7 @@ def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype, big: 
                 and id(x) not in taken
                 and (uses.get(id(x), 0) == 1 or _square_of(node, x, uses))
                 and OPS[x.op].kind is OpKind.ELEMENTWISE
-                and _joins(region_dtype(x), dt)
+                and _joins(region_dtype(x, limits), dt)
                 and len(members) < max_ops
             ):
                 members.append(x)
@@ -150,7 +145,9 @@ def _grow(root: Node, uses: dict[int, int], taken: set[int], dt: np.dtype, big: 
                 frontier.append(x)
     while len(members) >= 2:
         program, inputs = _program(members, member_ids)
-        if big or (len(inputs) <= MAX_INPUTS and len(expression(program)) <= MAX_CHARS):
+        if big or (
+            len(inputs) <= limits.max_inputs and (size is None or size(program) <= limits.max_size)
+        ):
             return program, inputs, member_ids
         member_ids.discard(id(members.pop()))  # BFS order: the last one feeds an earlier one
     return None
@@ -184,18 +181,22 @@ def _square_of(node: Node, x: Node, uses: dict[int, int]) -> bool:
 @register_pass("fuse_elementwise")
 def fuse_elementwise(graph: Graph, ctx: PassContext) -> Graph:
     """Replace elementwise regions by FUSED nodes (see the module docstring)."""
+    limits = limits_for(ctx.options)
+    if limits is None:  # no backend has said what its kernels take
+        ctx.record("fuse_elementwise", regions=0, ops_fused=0)
+        return graph
     uses = use_counts(graph)
     taken: set[int] = set()
     regions: dict[int, tuple] = {}  # id(root) -> (program, inputs)
-    target = ctx.options.target
-    cpu = isinstance(target, str) and target.split(":")[0] == "cpu"
+    big_elements = limits.big_elements
     for node in reversed(graph.order):
         if id(node) in taken or OPS[node.op].kind is not OpKind.ELEMENTWISE:
             continue
-        dt = region_dtype(node)
+        dt = region_dtype(node, limits)
         if dt is None:
             continue
-        grown = _grow(node, uses, taken, dt, cpu and node.size >= BIG_REGION)
+        big = big_elements is not None and node.size >= big_elements
+        grown = _grow(node, uses, taken, dt, limits, big)
         if grown is None:
             continue
         program, inputs, member_ids = grown

@@ -270,9 +270,9 @@ def _check_path(caller: str, path: Any) -> None:
 def _fusable(step: Any) -> bool:
     """What the fusion pass itself would put in a fused region (the kernel generators know
     exactly these ops and dtypes)."""
-    from tenloom.passes.fuse_elementwise import TEMPLATES, region_dtype
+    from tenloom.runtime.codegen import fusable
 
-    return step.op in TEMPLATES and region_dtype(step) is not None
+    return fusable(step)
 
 
 def _check_loaded_options(opts: dict) -> str | None:

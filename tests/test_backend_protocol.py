@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 from tenloom.graph.ops import Op
+from tenloom.passes.fuse_elementwise import FusionLimits
 from tenloom.runtime.backends import get_backend
 from tenloom.runtime.backends.base import Backend, BackendBase
 
@@ -32,6 +33,7 @@ def test_backends_implement_the_protocol_with_kernel_tables(backend):
     assert backend.KERNELS and all(isinstance(op, Op) for op in backend.KERNELS)
     assert all(callable(f) for f in backend.KERNELS.values())
     assert isinstance(backend.streams, bool) and isinstance(backend.shares_host_memory, bool)
+    assert isinstance(backend.fusion, FusionLimits) and backend.fusion.ops
     with backend.activate(), backend.worker_stream():
         x = backend.from_host(np.arange(3.0))
         np.testing.assert_array_equal(backend.to_host(x), np.arange(3.0))

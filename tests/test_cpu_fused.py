@@ -281,7 +281,7 @@ def test_small_regions_of_many_ops_take_numexpr(dtype):
 
 
 def test_every_fusable_dtype_has_a_numexpr_type():
-    from tenloom.passes.fuse_elementwise import ARITH, BOOL
+    from tenloom.runtime.codegen.numexpr import ARITH, BOOL
 
     assert {d.str for d in ARITH | {BOOL}} <= set(cpu_backend.NUMEXPR_TYPES)
 

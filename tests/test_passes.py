@@ -380,7 +380,7 @@ def test_full_pipeline_matches_no_passes(outs):
 
 
 def test_squares_join_fused_regions_and_oversized_regions_are_trimmed():
-    from tenloom.passes import fuse_elementwise as fe
+    from tenloom.runtime import codegen as fe
 
     x = tl.asarray(arr(5000))
     y = x
@@ -400,7 +400,7 @@ def test_squares_join_fused_regions_and_oversized_regions_are_trimmed():
 
 
 def test_on_the_cpu_regions_over_big_arrays_take_the_whole_chain():
-    from tenloom.passes import fuse_elementwise as fe
+    from tenloom.runtime import codegen as fe
 
     def chain(n):
         x = tl.asarray(arr(n))

@@ -6,6 +6,8 @@ import importlib
 from typing import Any
 
 from tenloom.graph.errors import DeviceError
+from tenloom.passes.fuse_elementwise import FusionLimits, register_fusion_limits
+from tenloom.runtime.codegen import PORTABLE  # registers every kind's fusion limits
 
 # kind -> (module, extra that provides its dependency)
 _MODULES: dict[str, tuple[str, str | None]] = {
@@ -17,10 +19,15 @@ _MODULES: dict[str, tuple[str, str | None]] = {
 _LOADED: dict[tuple[str, int], Any] = {}
 
 
-def register_backend(kind: str, module: str, extra: str | None = None) -> None:
+def register_backend(
+    kind: str, module: str, extra: str | None = None, fusion: FusionLimits = PORTABLE
+) -> None:
+    """Device ``kind`` runs on the backend of ``module`` (its class ``Backend``, see
+    runtime/backends/base.py), whose fused elementwise kernels take ``fusion``'s regions."""
     if kind in _MODULES:
         raise ValueError(f"backend {kind!r} is already registered")
     _MODULES[kind] = (module, extra)
+    register_fusion_limits(kind, fusion)
 
 
 def get_backend(kind: str, index: int = 0) -> Any:

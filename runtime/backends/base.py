@@ -8,6 +8,7 @@
                                                 synchronize() where ``streams`` is true
     sliced (memory_limit)                    -> zeros(), activate(), worker_stream(), marker(),
                                                 synchronize()
+    fuse_elementwise (limits by device kind) -> fusion: the regions its fused kernels take
 
 A backend object serves one device (``kind`` is ``"cpu"``, ``"cuda:0"``, ``"opencl:1"`` ...)
 and is made once per device by ``backends.get_backend``; compiled programs are cached per graph
@@ -30,6 +31,7 @@ import numpy as np
 from tenloom.graph.errors import DeviceError
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
+from tenloom.passes.fuse_elementwise import FusionLimits
 
 Kernel = Callable[..., Any]  # f(*device_arrays) -> device_array, made once per node
 KernelFactory = Callable[[Any, Node], "Kernel | None"]  # (backend, node) -> kernel or None
@@ -44,6 +46,7 @@ class Backend(Protocol):
     # from_host returns the host array itself (no copy): constants are then read in place
     shares_host_memory: bool
     streams: bool  # whether threads may drive their own queues (worker_stream and events)
+    fusion: FusionLimits  # the fused regions its kernels take (runtime/codegen builds them)
 
     # ---- memory ----------------------------------------------------------------------------
     def from_host(self, array: np.ndarray, constant: bool = False) -> Any:
@@ -87,11 +90,12 @@ class Backend(Protocol):
 class BackendBase:
     """Table dispatch of kernels, and the defaults of a device whose work is done when its call
     returns (no queues, events or device context). Subclasses set ``kind``, ``dtypes``,
-    ``KERNELS`` and the memory methods."""
+    ``fusion``, ``KERNELS`` and the memory methods."""
 
     KERNELS: ClassVar[Mapping[Op, KernelFactory]] = {}
     kind: str
     dtypes: tuple[np.dtype, ...]
+    fusion: FusionLimits
     shares_host_memory = False
     streams = False
 

@@ -30,6 +30,7 @@ from tenloom.graph.ops import Op
 from tenloom.graph.ops.elementwise import BINARY, UNARY
 from tenloom.graph.ops.fused import program_steps
 from tenloom.runtime.buffers import take
+from tenloom.runtime.codegen.ufuncs import chunk_function
 
 CHUNK = 32768  # elements per chunk: 256 KiB of float64 per live temporary, L2-sized
 # element-steps (size x ops) below which one thread does it all: handing work to a pool thread
@@ -149,23 +150,8 @@ def chunked_kernel(program: tuple, out_shape: tuple, out_dtype, in_shapes, in_dt
         size = rows * row if step_cut[j] else steps[j].size
         room[slot[j]] = max(room.get(slot[j], 0), size)
 
-    # the per-chunk body, generated once: a straight line of calls (from our own op table)
-    ns: dict = {"copyto": np.copyto}
-    n_in = len(in_shapes)
-    body = []
-    for j, (op, _, args) in enumerate(program):
-        argv = [f"x{i}" if kind == "in" else f"s{i}" for kind, i in args]
-        dst = "o" if j == final else f"s{j}"
-        if op is Op.WHERE:
-            body.append(f"    copyto({dst}, {argv[2]})")
-            body.append(f"    copyto({dst}, {argv[1]}, where={argv[0]})")
-        else:
-            ns[f"f{j}"] = UNARY.get(op) or BINARY[op]
-            body.append(f"    f{j}({', '.join(argv)}, out={dst})")
-    params = [f"x{i}" for i in range(n_in)] + [f"s{j}" for j in range(final)] + ["o"]
-    src = f"def chunk({', '.join(params)}):\n" + "\n".join(body)
-    exec(src, ns)  # noqa: S102 - generated from our own op table, never from user strings
-    chunk = ns["chunk"]
+    # the per-chunk body, generated once: a straight line of calls (runtime/codegen/ufuncs.py)
+    chunk = chunk_function(program, len(in_shapes))
 
     def views(r: int) -> list:
         """Scratch views of every non-final step for a chunk of r rows, in this thread."""

@@ -1,7 +1,8 @@
 """The OpenCL backend, on pyopencl: PoCL on CPUs (what CI runs), GPU drivers, Apple GPUs.
 
-Every op runs as an OpenCL kernel; the source comes from ``source`` and built programs are
-cached by source, so one program serves every node with the same op, dtypes and rank:
+Every op runs as an OpenCL kernel; the source comes from ``source`` (elementwise kernels from
+runtime/codegen/opencl.py) and built programs are cached by source, so one program serves every
+node with the same op, dtypes and rank:
 
 - pairwise CONTRACT: the operands' own layouts are used where the GEMM can read them
   (``A[batch, left, contracted]`` or transposed, likewise B; an output ordered
@@ -11,7 +12,7 @@ cached by source, so one program serves every node with the same op, dtypes and 
   ``CLBLAST_MIN_MACS`` multiply-adds; otherwise -- and always for bool, integers and
   float16 -- a tiled local-memory GEMM of our own.
 - elementwise ops and fused elementwise regions: one generated kernel per program, with
-  broadcasting by strides; NumPy's dtype rules (see ``source``).
+  broadcasting by strides; NumPy's dtype rules (see runtime/codegen/opencl.py).
 - reductions (sum/prod/max/min), traces and one-operand einsums (diagonals, partial traces):
   one strided reduction kernel, split in two passes when few outputs reduce many elements;
   every output sums in a fixed order, so results are deterministic.
@@ -55,6 +56,8 @@ from tenloom.graph.ops.leaf import is_frozen
 from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.backends.opencl import source as src
 from tenloom.runtime.backends.opencl.ops import HANDLERS
+from tenloom.runtime.codegen import PORTABLE
+from tenloom.runtime.codegen import opencl as ew
 
 try:
     import pyclblast
@@ -136,6 +139,7 @@ class Backend(BackendBase):
 
     shares_host_memory = False
     streams = True
+    fusion = PORTABLE
     KERNELS = {
         **HANDLERS,
         **{op: _reduction for op in Op if OPS[op].kind is OpKind.REDUCE},
@@ -331,8 +335,8 @@ class Backend(BackendBase):
 
     def ew_kernel(self, program, in_shapes, in_dtypes, out_shape, out_dtype):
         """``run(*xs)`` computing an elementwise program in one generated kernel."""
-        specs = [src.Spec(s, d) for s, d in zip(in_shapes, in_dtypes)]
-        step_dts = src.step_dtypes(program, specs)
+        specs = [ew.Spec(s, d) for s, d in zip(in_shapes, in_dtypes)]
+        step_dts = ew.step_dtypes(program, specs)
         for dt in step_dts:
             self._check_dtype(dt, "an elementwise step")
         n = math.prod(out_shape)
@@ -350,7 +354,7 @@ class Backend(BackendBase):
         key = (program, tuple(in_dtypes), tuple(modes), np.dtype(out_dtype), len(sizes))
         source = self._sources.get(key)
         if source is None:
-            source = self._sources[key] = src.elementwise_source(
+            source = self._sources[key] = ew.elementwise_source(
                 program, list(in_dtypes), modes, np.dtype(out_dtype), step_dts, len(sizes),
                 self.fp64,
             )  # fmt: skip
