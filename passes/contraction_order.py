@@ -88,7 +88,7 @@ def _canonical(terms, out, sizes) -> tuple:
 def find_path(terms, out, sizes, options: Options) -> tuple[tuple[int, int], ...]:
     """An SSA path (pairs of ids, new ids counting up from n) for the network."""
     n = len(terms)
-    optimize = options.optimize
+    optimize = "auto" if options.optimize is None else options.optimize
     if optimize is False or n <= 2:
         return tuple(_left_to_right(n))
     if all(len(t) == len(out) and set(t) == set(out) for t in terms):

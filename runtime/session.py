@@ -155,7 +155,10 @@ def optimize_key(graph: Graph, o: Options, pipeline: Sequence[str] | None = None
     shaping = o.pass_key
     if shaping is None:
         return None
-    return (tuple(map(id, graph.outputs)), pipeline_of(o, pipeline), target_of(o), shaping)
+    if pipeline is None:  # pipeline_of and target_of, inlined: evaluate's every call asks
+        pipeline = _passes.DEFAULT_PIPELINE if o.passes is None else o.passes
+    target = DEFAULT_DEVICE if o.devices is None else o.devices[0]
+    return (tuple(map(id, graph.outputs)), tuple(pipeline), target, shaping)
 
 
 def cached(key: tuple | None) -> Optimized | None:
