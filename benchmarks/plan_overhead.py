@@ -17,7 +17,7 @@ plan overhead. Each figure is the best of ``--rounds`` rounds of about ``--min-t
 the three variants timed in turn, the cyclic GC off while timing.
 
 overhead = plan - bare is fitted as ``a + b * nodes`` (weighted least squares, weights 1 / plan
-time; ``tenloom.bench.fit_overhead``) and checked against the goal of <= 20 us + 3 us per node
+time; ``tenloom.cli.bench.fit_overhead``) and checked against the goal of <= 20 us + 3 us per node
 (to resolve: <= 50 us + 10 us per node). Writes benchmarks/results/plan_overhead.json.
 ``tenloom bench`` runs the same measurement with shorter timings.
 """
@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 import tenloom as tl
-from tenloom.bench import FAMILIES, GOAL, SIZES, TO_RESOLVE, run_overhead
+from tenloom.cli.bench import FAMILIES, GOAL, SIZES, TO_RESOLVE, run_overhead
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "plan_overhead.json"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 import tenloom as tl
-from tenloom.demo import expectation_lazy, make_workload
+from tenloom.cli.demo import expectation_lazy, make_workload
 
 SITES, CHI = 4, 4
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -227,7 +227,7 @@ def test_tree_labels_are_consistent_across_the_tree():
 
 
 def test_tree_of_the_demo_network():
-    from tenloom.demo import expectation_lazy, make_workload
+    from tenloom.cli.demo import expectation_lazy, make_workload
 
     mps, mpo = make_workload(3, 4)
     src = tl.visualize(expectation_lazy(mps, mpo), what="tree", **GREEDY).source

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 import tenloom as tl
-from tenloom.demo import median_time
+from tenloom.cli.demo import median_time
 from tenloom.graph.ops import Op
 from tenloom.passes import DEFAULT_PIPELINE
 
@@ -232,7 +232,7 @@ def run_overhead(
 
 def mps_mpo_vs_numpy(repeats: int = 5) -> dict[str, float]:
     """The demo's workload (L=40, chi=32), evaluated, against the NumPy sweep."""
-    from tenloom.demo import expectation_lazy, expectation_numpy, make_workload
+    from tenloom.cli.demo import expectation_lazy, expectation_numpy, make_workload
 
     mps, mpo = make_workload(40, 32)
     value = expectation_lazy(mps, mpo)

@@ -173,7 +173,7 @@ def _bench(args: argparse.Namespace) -> int:
                 f"unexpected arguments {' '.join(args.run_args)}: they go to benchmarks/run.py, "
                 "with --full"
             )
-        from tenloom.bench import run_quick
+        from tenloom.cli.bench import run_quick
 
         run_quick()
         return 0
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(d)
             return 0
         if args.command == "demo":
-            from tenloom.demo import run
+            from tenloom.cli.demo import run
 
             return run(args.sites, args.chi)
         if args.command == "dump":
