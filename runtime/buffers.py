@@ -125,9 +125,11 @@ class Arena:
         with self.lock:
             self.lent.clear()
 
-    def __del__(self) -> None:
-        with _HELD_LOCK:
-            _HELD[0] -= self.held
+    # the module's lock and count bound here: an arena freed while the interpreter shuts down
+    # may outlive the module's globals (a cache registry holding its program keeps it that long)
+    def __del__(self, _lock=_HELD_LOCK, _held=_HELD) -> None:
+        with _lock:
+            _held[0] -= self.held
 
 
 def clear_pools() -> int:
