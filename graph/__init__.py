@@ -1,11 +1,7 @@
 """The graph layer, the pure IR: what the computation is (nodes, ops and their rules, the node
 builders, the Value algebra differentiation rules are written in)."""
 
-from tenloom.graph import (
-    autodiff_rules,  # registers the VJP rules
-    jvp_rules,  # registers the JVP rules
-    ops,  # registers every op
-)
+from tenloom.graph import ops  # first: registers every op (its modules import node and value)
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op, OpKind

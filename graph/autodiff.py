@@ -1,14 +1,30 @@
 """Reverse mode (VJP) and forward mode (JVP) built as graphs: each op's rules (registered with
-``register_vjp`` in ``autodiff_rules`` and ``register_jvp`` in ``jvp_rules``) map cotangents to
-cotangents and tangents to tangents using the same lazy ops, so derivatives are ordinary graphs
-that the passes optimize, and can be differentiated again.
+the op in its family module of ``graph/ops/``) map cotangents to cotangents and tangents to
+tangents using the same lazy ops, so derivatives are ordinary graphs that the passes optimize,
+and can be differentiated again.
+
+A VJP rule is ``rule(node, y, xs, g) -> tuple of input cotangents`` (Values or None), with ``y``
+the node's output, ``xs`` its inputs and ``g`` the output cotangent, all lazy Values (computed
+with ``Value``'s operators and the builders of ``graph.value.V``). A JVP rule is
+``rule(node, y, xs, ts) -> Value | None``: ``ts`` are the inputs' tangents (None: a symbolic
+zero) and the result is the output tangent J t (None: zero). :func:`tangent_of` only calls a
+JVP rule when at least one input has a tangent and the output is floating, and brings the
+result to the node's dtype and shape (a tangent of one broadcast operand is broadcast there).
 
 Conventions: the cotangent of a complex value follows PyTorch (for a real loss L the gradient
 is dL/dRe + i dL/dIm), which makes every VJP rule compute J^H c; JVP rules compute J t, so that
-Re<J t, c> = Re<t, J^H c>. Inputs that do not influence the outputs get a symbolic zero (a
-``full`` node) and nodes that do not depend on the inputs get no tangent at all; integer and
-boolean intermediate values carry no derivative, and differentiating with respect to an integer
-or boolean input is a DTypeError (``check_differentiable``).
+Re<J t, c> = Re<t, J^H c>. Holomorphic ops take the plain complex derivative (f'(x) t); the
+others are chosen so that this identity holds against their VJP rules: ``conj`` -> conj(t),
+``real``/``imag`` -> real(t)/imag(t), complex ``abs`` -> Re(conj(x) t) / |x|. Subgradients:
+``abs`` and ``sign`` use sign(0) = 0 (so ``sign``, ``floordiv`` and comparisons have zero
+derivative); ``maximum``/``minimum`` follow the first operand on ties; reductions
+``max``/``min`` share the derivative evenly among tied elements; ``where`` sends nothing to
+its condition; ``prod`` takes the product of the other elements, exact at zeros.
+
+Inputs that do not influence the outputs get a symbolic zero (a ``full`` node) and nodes that
+do not depend on the inputs get no tangent at all; integer and boolean intermediate values
+carry no derivative, and differentiating with respect to an integer or boolean input is a
+DTypeError (``check_differentiable``).
 """
 
 from __future__ import annotations
@@ -17,14 +33,46 @@ from collections.abc import Sequence
 
 import numpy as np
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
-from tenloom.graph.node import Node
+from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import OPS, OpKind
 from tenloom.graph.traverse import toposort
-from tenloom.graph.value import Value
+from tenloom.graph.value import V, Value
 
 
 def differentiable(dt: np.dtype) -> bool:
     return dt.kind in "fc"
+
+
+# ---- helpers the op modules' rules share ------------------------------------------------------
+
+Tangent = Value | None
+
+
+def unbroadcast(g: Value, shape: tuple[int, ...]) -> Value:
+    """Sum ``g`` over the axes that broadcasting added to an operand of ``shape``."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+    )
+    out = V.sum(g, axes) if axes else g
+    return V.reshape(out, shape)
+
+
+def add_all(terms: Sequence[Tangent]) -> Tangent:
+    """Sum of the non-zero terms (None when all are symbolic zeros)."""
+    out = None
+    for term in terms:
+        if term is not None:
+            out = term if out is None else out + term
+    return out
+
+
+def linear_jvp(node: Node, y: Value, xs: Sequence[Value], ts: Sequence[Tangent]) -> Value:
+    """The JVP rule of an op linear in its single input: the op itself applied to the tangent."""
+    (t,) = ts
+    return Value(make_node(node.op, (t.node,), node.attrs))
 
 
 def describe_input(x: Node) -> str:
@@ -33,7 +81,7 @@ def describe_input(x: Node) -> str:
     from tenloom.graph.ops import Op
 
     if x.op is Op.PLACEHOLDER:
-        return f"placeholder {x.attrs[0]!r}"
+        return f"placeholder {x.attrs.name!r}"
     if x.op is Op.CONST:
         return f"a constant made at {x.where}"
     return f"a {x.op.value} node made at {x.where}"

@@ -28,7 +28,7 @@ class Node:
 
     op: Op
     inputs: tuple["Node", ...]
-    attrs: tuple
+    attrs: tuple  # the op's attrs record (a NamedTuple, graph/ops/), () for ops without attrs
     shape: tuple[int, ...]
     dtype: np.dtype
     source: tuple[str, int] | None
@@ -66,6 +66,7 @@ class Node:
 
 
 _set = object.__setattr__
+_as_record = tuple.__new__  # (record class, tuple): NamedTuple._make without its Python frame
 # Keys hold an int per op rather than the Enum member, so a key of plain ints and tuples is
 # untracked by the cyclic GC after its first collection (that GC work dominated tracing).
 _CODE = {op: i for i, op in enumerate(Op)}
@@ -82,14 +83,21 @@ def _user_source() -> tuple[str, int] | None:
 
 
 def make_node(op: Op, inputs: tuple[Node, ...] = (), attrs: tuple = ()) -> Node:
-    """Return the unique node for (op, inputs, attrs), running the op's shape/dtype rule once."""
+    """Return the unique node for (op, inputs, attrs), running the op's shape/dtype rule once.
+
+    ``attrs`` may be a plain tuple: the new node holds it as the op's attrs record
+    (``OpDef.attrs``), which hashes and compares as the tuple, so either finds the node."""
     key = (_CODE[op], attrs, *map(id, inputs))
     ref = _INTERN.get(key)
     if ref is not None:
         node = ref()
         if node is not None:
             return node
-    shape, dtype = OPS[op].infer(inputs, attrs)
+    d = OPS[op]
+    record = d.attrs
+    if record is not None and type(attrs) is not record:
+        attrs = _as_record(record, attrs)  # the op's typed record: equal to the tuple, same hash
+    shape, dtype = d.infer(inputs, attrs)
     node = object.__new__(Node)
     _set(node, "op", op)
     _set(node, "inputs", inputs)

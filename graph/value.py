@@ -229,6 +229,11 @@ class Value:
         return type(self)(_b.greater_equal(self, o))
 
 
+# every builder returning a Value: the namespace differentiation rules compute with. Made here
+# and filled below, once build (which imports Value and the op modules) is loaded: the op
+# modules bind it while build imports them.
+V = types.SimpleNamespace()
+
 from tenloom.graph import build as _b  # noqa: E402  (build imports Value)
 
 
@@ -241,5 +246,4 @@ def lifted(cls: type, fn):
     return functools.update_wrapper(wrapper, fn)
 
 
-# every builder returning a Value: the namespace differentiation rules compute with
-V = types.SimpleNamespace(**{name: lifted(Value, getattr(_b, name)) for name in _b.BUILDERS})
+vars(V).update({name: lifted(Value, getattr(_b, name)) for name in _b.BUILDERS})

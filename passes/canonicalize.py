@@ -93,7 +93,7 @@ def diagonal_to_einsum(node: Node) -> Node | None:
 def transpose_to_einsum(node: Node) -> Node:
     (x,) = node.inputs
     t = list(range(x.ndim))
-    return einsum_node([x], [t], [t[p] for p in node.attrs[0]])
+    return einsum_node([x], [t], [t[p] for p in node.attrs.perm])
 
 
 def sum_to_einsum(node: Node) -> Node | None:

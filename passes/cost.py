@@ -1,19 +1,21 @@
 """The cost model: flops per node and the predicted peak memory of a graph's schedule.
 
-Flops are real floating-point operations: 2 per multiply-add, a complex multiply-add counted as
-4 real ones (8 flops). An n-ary einsum that has no order yet is costed as contracted left to
-right, which is what runs when the order search is off.
+Each op's cost rule (``OpDef.cost``, beside the op in graph/ops/) counts its multiply-adds, or
+element operations for the rest; flops are real floating-point operations: 2 per multiply-add
+of a contraction, a complex multiply-add counted as 4 real ones (8 flops). An n-ary einsum that
+has no order yet is costed as contracted left to right, which is what runs when the order
+search is off.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
-from tenloom.graph.ops.sliced import path_steps
+from tenloom.graph.ops.contract import network_madds, pairwise_madds  # noqa: F401  (re-exported)
+from tenloom.graph.ops.sliced import path_steps, slice_peak_bytes
 from tenloom.passes.eliminate_permutations import plan_contraction
 
 
@@ -21,64 +23,16 @@ def _complex_factor(node: Node) -> int:
     return 4 if node.dtype.kind == "c" else 1
 
 
-def pairwise_madds(ta, tb, keep, sizes) -> int:
-    """Multiply-adds of contracting two terms into ``keep``: the product of all label sizes."""
-    return math.prod(sizes[lab] for lab in set(ta) | set(tb))
-
-
-def network_madds(terms, out, sizes) -> int:
-    """Multiply-adds of a network contracted left to right."""
-    if len(terms) == 1:
-        return math.prod(sizes[lab] for lab in set(terms[0]))
-    total = 0
-    cur = tuple(terms[0])
-    remaining = Counter(lab for t in terms[1:] for lab in t) + Counter(out)
-    for t in terms[1:]:
-        remaining -= Counter(t)
-        keep = tuple(dict.fromkeys(lab for lab in (*cur, *t) if remaining[lab] or lab in out))
-        total += pairwise_madds(cur, t, keep, sizes)
-        cur = keep
-    return total
-
-
 def einsum_sizes(node: Node) -> dict:
     sizes = {}
-    for x, t in zip(node.inputs, node.attrs[0]):
+    for x, t in zip(node.inputs, node.attrs.terms):
         sizes.update(zip(t, x.shape))
     return sizes
 
 
 def node_madds(node: Node) -> int:
-    """Multiply-adds (or plain ops, for elementwise work) of one node."""
-    op = node.op
-    if op is Op.EINSUM:
-        return network_madds(node.attrs[0], node.attrs[1], einsum_sizes(node))
-    if op is Op.CONTRACT:
-        a_labels, b_labels = node.attrs[0], node.attrs[1]
-        sizes = dict(zip(a_labels, node.inputs[0].shape))
-        sizes.update(zip(b_labels, node.inputs[1].shape))
-        return math.prod(sizes.values())
-    if op is Op.SLICED:
-        from tenloom.graph.ops.sliced import inner_for, n_slices
-
-        inner = inner_for(node).graph
-        return n_slices(node.attrs) * sum(node_madds(n) for n in inner.order)
-    if op is Op.MATMUL:
-        a, b = node.inputs
-        return node.size * (a.shape[-1] if a.ndim else 1)
-    if op is Op.TENSORDOT:
-        a = node.inputs[0]
-        return node.size * math.prod(a.shape[i] for i in node.attrs[0])
-    kind = OPS[op].kind
-    if kind is OpKind.LEAF:
-        return 0
-    if kind is OpKind.REDUCE or op is Op.TRACE:
-        return node.inputs[0].size
-    if kind is OpKind.MOVEMENT:
-        return 0
-    if op is Op.FUSED:
-        return node.size * max(1, len(node.attrs[0]))
-    return node.size
+    """Multiply-adds (or plain ops, for elementwise work) of one node: its op's cost rule."""
+    return OPS[node.op].cost(node)
 
 
 def node_flops(node: Node) -> int:
@@ -98,8 +52,6 @@ def transient_bytes(node: Node) -> int:
     """Memory a node needs only while it runs: one slice of a SLICED network."""
     if node.op is not Op.SLICED:
         return 0
-    from tenloom.graph.ops.sliced import slice_peak_bytes
-
     return slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize)
 
 

@@ -40,23 +40,31 @@ def _stable(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
+def _plain(x):
+    """``x`` with every tuple, attrs records (NamedTuples) included, a plain tuple: the digest
+    reads the repr, which must not depend on whether attrs (or a fused step's) are a record."""
+    if isinstance(x, tuple):
+        return tuple(_plain(v) for v in x)
+    return x
+
+
 def _attrs_key(node: Node, consts: dict[int, int]) -> int:
     if node.op is Op.CONST:  # by content (a sample of it for big ones), not identity
         key = consts.get(id(node))
         if key is None:
-            raw = np.ascontiguousarray(node.attrs[0].value).view(np.uint8).reshape(-1)
+            raw = np.ascontiguousarray(node.attrs.constant.value).view(np.uint8).reshape(-1)
             key = consts[id(node)] = _stable(raw[:_SAMPLE].tobytes() + raw[-_SAMPLE:].tobytes())
         return key
     attrs = node.attrs
     if node.op is Op.PLACEHOLDER:  # name, shape, dtype: a uid's session part is random
-        attrs = (attrs[0], attrs[2], attrs[3])
+        attrs = (attrs.name, attrs.shape, attrs.dtype)
     if not attrs:
         return 0
     key = _ATTR_KEYS.get(attrs)
     if key is None:
         if len(_ATTR_KEYS) > 100_000:
             _ATTR_KEYS.clear()
-        key = _ATTR_KEYS[attrs] = _stable(repr(attrs).encode())
+        key = _ATTR_KEYS[attrs] = _stable(repr(_plain(attrs)).encode())
     return key
 
 

@@ -79,7 +79,7 @@ def plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int)
 def _fold_transpose(x: Node, labels: tuple) -> tuple[Node, tuple]:
     """See through a pure permutation of x: (its input, labels in the input's axis order)."""
     if x.op is Op.TRANSPOSE:
-        perm = x.attrs[0]
+        perm = x.attrs.perm
         inner = [None] * len(perm)
         for pos, p in enumerate(perm):
             inner[p] = labels[pos]
@@ -108,11 +108,11 @@ def _as_sum(node: Node, x: Node) -> Node | None:
 def natural_layout(node: Node) -> tuple[int, ...] | None:
     """Memory order of a CONTRACT result's axes (batch, left, right), or a LAYOUT's."""
     if node.op is Op.LAYOUT:
-        return node.attrs[0]
+        return node.attrs.perm
     if node.op is not Op.CONTRACT:
         return None
-    out, batch, left, right = node.attrs[2], node.attrs[3], node.attrs[4], node.attrs[6]
-    return tuple(out.index(lab) for lab in batch + left + right)
+    at = node.attrs
+    return tuple(at.out.index(lab) for lab in at.batch + at.left + at.right)
 
 
 def _mirror(g: Node, tg: tuple, x: Node, tx: tuple, out: tuple, forwards: dict) -> tuple | None:
@@ -269,7 +269,7 @@ def _copy_bytes(node: Node, layouts: dict[int, tuple], fixed: bool = False) -> i
     if fixed:
         ok_a, ok_b = _operand_views(node, layouts)
         return (0 if ok_a else a.nbytes) + (0 if ok_b else b.nbytes)
-    ta, tb, out = node.attrs[0], node.attrs[1], node.attrs[2]
+    ta, tb, out = node.attrs.a_labels, node.attrs.b_labels, node.attrs.out
     sizes = dict(zip(ta, a.shape))
     sizes.update(zip(tb, b.shape))
     mem_a = memory_labels(ta, layouts.get(id(a), natural_layout(a)))
@@ -278,8 +278,8 @@ def _copy_bytes(node: Node, layouts: dict[int, tuple], fixed: bool = False) -> i
 
 
 def _flipped_layout(node: Node) -> tuple[int, ...]:
-    out, batch, left, right = node.attrs[2], node.attrs[3], node.attrs[4], node.attrs[6]
-    return tuple(out.index(lab) for lab in batch + right + left)
+    at = node.attrs
+    return tuple(at.out.index(lab) for lab in at.batch + at.right + at.left)
 
 
 def _choose_flips(graph: Graph, new: dict[int, Node], mirrored: set[int]) -> set[int]:

@@ -50,7 +50,7 @@ def merge_contractions(graph: Graph, ctx: PassContext) -> Graph:
         if node.op is Op.EINSUM and any(id(i) in pending for i in ins):
             nodes, terms, nest, count = _flatten(node, ins, pending)
             merged += count
-            res = einsum_node(nodes, terms, node.attrs[1])
+            res = einsum_node(nodes, terms, node.attrs.out)
             if res.op is Op.EINSUM and len(res.inputs) == len(nodes):
                 nesting[id(res)] = (res, nest)
         else:
@@ -78,7 +78,7 @@ def _flatten(node: Node, ins: tuple, pending: dict):
     count = 0
     root: list = []
     # frames: (iterator over (operand, term), positions being filled, parent list, slot)
-    stack: list = [(iter(zip(ins, node.attrs[0])), root, None, 0)]
+    stack: list = [(iter(zip(ins, node.attrs.terms)), root, None, 0)]
     while stack:
         it, nest, parent, slot = stack[-1]
         for x, t in it:

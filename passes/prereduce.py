@@ -17,7 +17,7 @@ differentiated with respect to may be constants or reductions of constants, and 
 stay visible for the derivative to flow back to them. The derivative graphs built from that
 pre-pass have their reductions of constants folded when they are evaluated.
 
-Only frozen constants fold (``ops_leaf.is_frozen``: read-only down to their memory, as a
+Only frozen constants fold (``graph/ops/leaf.is_frozen``: read-only down to their memory, as a
 compiled plan's copies are): a writeable user array may change in place before the next run
 of a cached graph, and a folded value would then be stale.
 """
@@ -63,7 +63,7 @@ def _folded(node: Node) -> Node | None:
     (x,) = node.inputs
     if x.op is not Op.CONST or node.size >= x.size:
         return None
-    source = x.attrs[0].value
+    source = x.attrs.constant.value
     if not is_frozen(source):
         # a user array that may change in place: the optimized graph outlives this call
         # (evaluate's cache), so its reduction runs with the values each run reads

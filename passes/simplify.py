@@ -96,7 +96,7 @@ def compose_transposes(node: Node) -> Node | None:
     (x,) = node.inputs
     if x.op is not Op.TRANSPOSE:
         return None
-    p, q = x.attrs[0], node.attrs[0]
+    p, q = x.attrs.perm, node.attrs.perm
     perm = tuple(p[i] for i in q)
     inner = x.inputs[0]
     if perm == tuple(range(len(perm))):

@@ -54,7 +54,7 @@ FORMAT = "tenloom"
 VERSION = 1
 KINDS = ("graph", "plan")
 
-# Caps checked before anything is allocated (shapes: serialize_checks.MAX_ELEMENTS, MAX_NDIM).
+# Caps checked before anything is allocated (shapes: graph/ops/checks.py MAX_ELEMENTS, MAX_NDIM).
 # Loading takes at most about 40x the JSON file's size for the parsed document and the nodes,
 # plus each constant's declared size once (docs/format.md, "Limits").
 MAX_JSON_BYTES = 256 << 20
@@ -641,7 +641,7 @@ def _read_member(zf, info, e: _Entry, header: int, fortran: bool) -> np.ndarray:
         raise
     except Exception as err:  # BadZipFile (CRC), zlib.error, EOFError, OSError...
         raise BadFormat(f"{info.filename}: {type(err).__name__}: {err}") from None
-    arr.flags.writeable = False  # owned by the loaded graph alone: frozen (ops_leaf.is_frozen)
+    arr.flags.writeable = False  # owned by the loaded graph alone: frozen (leaf.is_frozen)
     return arr
 
 

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import math
 import re
-import reprlib
 import struct
 from typing import Any
 
 import numpy as np
-from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.errors import TenloomError
 from tenloom.graph.ops import OPS, Op
+from tenloom.graph.ops.checks import DTYPE_STRS, NODE_DTYPES, BadFormat, short  # noqa: F401
 
 MAX_DEPTH = 32  # nesting of a value
 
-# dtypes of nodes and arrays: tenloom's own; dtypes inside tagged values: plain numeric ones
-NODE_DTYPES: dict[str, np.dtype] = {d.name: d for d in SUPPORTED}
-DTYPE_STRS: dict[str, np.dtype] = {d.str: d for d in SUPPORTED}  # attrs hold dtype.str
+# dtypes of nodes and arrays: tenloom's own (NODE_DTYPES, DTYPE_STRS: graph/ops/checks.py);
+# dtypes inside tagged values: plain numeric ones
 _VALUE_DTYPE_NAMES = (
     "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 complex64 "
     "complex128"
@@ -36,11 +34,6 @@ _NAN_BITS = 0x7FF8000000000000
 class SaveTypeError(TenloomError, TypeError):
     """``save`` was given something it cannot write (not a Tensor, Plan or sequence of Tensors,
     or an attribute value with no tagged encoding)."""
-
-
-class BadFormat(Exception):
-    """A validation failure inside the loader; it becomes GraphFormatError naming the file and
-    the node."""
 
 
 def _float_tag(x: float) -> dict:
@@ -63,7 +56,7 @@ def encode_value(v: Any, depth: int = 0) -> Any:
         return v
     if t is float:
         return v if math.isfinite(v) else _float_tag(v)
-    if t is tuple:
+    if t is tuple or (isinstance(v, tuple) and hasattr(t, "_fields")):  # an attrs record too
         return [encode_value(x, depth + 1) for x in v]
     if t is list:
         return {"$list": [encode_value(x, depth + 1) for x in v]}
@@ -180,15 +173,3 @@ def decode_value(j: Any, depth: int = 0) -> Any:
             out[key] = decode_value(v, depth + 1)
         return out
     raise BadFormat(f"unknown tag {short(tag)}")
-
-
-_SHORT = reprlib.Repr()  # bounded work and memory for any value a file holds
-_SHORT.maxlevel = 4
-_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
-_SHORT.maxstring = _SHORT.maxlong = _SHORT.maxother = 60
-
-
-def short(x: Any) -> str:
-    """A repr of at most 60 characters, in time and memory bounded whatever ``x`` is."""
-    r = _SHORT.repr(x)
-    return r if len(r) <= 60 else r[:57] + "..."

@@ -1,6 +1,6 @@
 """Running SLICED networks: slices spread over CPU threads, several devices, or a Dask cluster.
 
-Each backend compiles the per-slice network (graph/ops_sliced.inner_network, optimized by the
+Each backend compiles the per-slice network (graph/ops/sliced.inner_network, optimized by the
 permutation and fusion passes) once; a slice is a straight run of that program on views of the
 operands, and its part is added into an accumulator. Workers keep their own accumulator and
 the accumulators are added once at the end:

@@ -26,8 +26,9 @@ with ``|``:
 - a SLICED node (a contraction network run slice by slice under ``memory_limit``) shows its
   network, the sliced indices and the pairwise tree each slice runs.
 
-Other ops can add lines through :data:`DETAIL_FORMATTERS` and bracketed attribute text through
-:data:`ATTR_FORMATTERS`. Every traversal here is iterative.
+The bracketed attribute text of a node is its op's ``fmt`` rule (graph/ops/), unless
+:data:`ATTR_FORMATTERS` overrides it; other ops can add lines through :data:`DETAIL_FORMATTERS`.
+Every traversal here is iterative.
 """
 
 from __future__ import annotations
@@ -37,14 +38,12 @@ import string
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
 from tenloom.graph.node import Node
-from tenloom.graph.ops import Op
-from tenloom.graph.ops.elementwise import SYMBOL
+from tenloom.graph.ops import OPS, Op
+from tenloom.graph.ops.contract import einsum_text  # noqa: F401  (re-exported)
 from tenloom.graph.ops.fused import program_steps
-from tenloom.graph.ops.leaf import full_value
-from tenloom.graph.ops.sliced import forward_positions, path_steps
+from tenloom.graph.ops.registry import typed_attrs
+from tenloom.graph.ops.sliced import forward_positions, path_steps, sweep_text  # noqa: F401
 from tenloom.graph.traverse import toposort
 from tenloom.trees import (
     contraction_trees,
@@ -65,65 +64,15 @@ GUTTER = "    | "
 MAX_NETWORK_TENSORS = 64
 
 
-def einsum_text(inputs, output) -> str:
-    """Integer labels as letters when they fit (``ab,bc->ac``), else as lists."""
-    labels = sorted({x for t in (*inputs, output) for x in t})
-    if len(labels) <= 52:
-        letter = {lab: string.ascii_letters[i] for i, lab in enumerate(labels)}
-        return (
-            ",".join("".join(letter[x] for x in t) for t in inputs)
-            + "->"
-            + "".join(letter[x] for x in output)
-        )
-    return ",".join(str(list(t)) for t in inputs) + "->" + str(list(output))
-
-
 def _attrs_text(node: Any) -> str:
     """The bracketed attribute text of ``node`` (anything with ``op`` and ``attrs``: a Node,
-    or a step of a fused program), e.g. ``[axes=[0], keepdims]``; empty when there is none."""
+    or a step of a fused program), e.g. ``[axes=[0], keepdims]``; empty when there is none.
+    Each op's text is its ``fmt`` rule, beside the op in graph/ops/."""
     fmt = ATTR_FORMATTERS.get(node.op)
     if fmt is not None:
         return fmt(node)
-    op, at = node.op, node.attrs
-    if op is Op.CONST:
-        v = at[0].value
-        return f"[{v.item()!r}]" if v.size == 1 and v.ndim == 0 else ""
-    if op is Op.PLACEHOLDER:
-        return f"[{at[0]!r}]"
-    if op is Op.FULL:
-        return f"[{full_value(at).item()!r}]"
-    if op is Op.EYE:
-        return f"[k={at[2]}]" if at[2] else ""
-    if op is Op.EINSUM:
-        return f"[{einsum_text(*at)}]"
-    if op is Op.CONTRACT:
-        return f"[{einsum_text(at[:2], at[2])}]"
-    if op is Op.FUSED:
-        return f"[{len(at[0])} ops]"
-    if op is Op.SLICED:
-        return f"[{math.prod(size for _, size in at[2])} slices{sweep_text(at[4])}]"
-    if op in (Op.SUM, Op.PROD, Op.MAX, Op.MIN):
-        return f"[axes={list(at[0])}{', keepdims' if at[1] else ''}]"
-    if op is Op.CAST:
-        return f"[{np.dtype(at[0]).name}]"
-    if op in (Op.RESHAPE, Op.BROADCAST):
-        return f"[{at[0]}]"
-    if op is Op.TRANSPOSE:
-        return f"[{list(at[0])}]"
-    if op is Op.SLICE:
-        return "[" + ", ".join(f"{a}:{b if b >= 0 else ''}:{c}" for a, b, c in at[0]) + "]"
-    if op is Op.SLICE_SCATTER:
-        index = ", ".join(f"{a}:{b if b >= 0 else ''}:{c}" for a, b, c in at[0])
-        return f"[into {at[1]} at {index}]"
-    if op is Op.CONCAT:
-        return f"[axis={at[0]}]"
-    if op in (Op.DIAGONAL, Op.TRACE):
-        return f"[offset={at[0]}, axes={at[1]},{at[2]}]"
-    if op is Op.TENSORDOT:
-        return f"[axes={list(at[0])},{list(at[1])}]"
-    if op in SYMBOL:
-        return ""
-    return ""
+    text = OPS[node.op].fmt
+    return "" if text is None else text(typed_attrs(node.op, node.attrs))
 
 
 def _typed(x: Any) -> str:
@@ -162,13 +111,6 @@ def _lettering(labels: Iterable[int]) -> Callable[[Sequence[int]], str]:
 
 def _subscripts(text: Callable[[Sequence[int]], str], terms: Sequence, out: Sequence) -> str:
     return ",".join(text(t) for t in terms) + "->" + text(out)
-
-
-def sweep_text(wrt) -> str:
-    """How a SLICED node's attrs name its derivative sweep, if it runs one."""
-    if wrt is None:
-        return ""
-    return ", forward mode" if forward_positions(wrt) is not None else ", reverse sweep"
 
 
 def sliced_lines(node: Node, names: dict[int, str]) -> list[str]:

@@ -27,8 +27,11 @@ __all__ = [
     "register_vjp",
 ]
 
-# The families, each registering its ops when imported; after the names above are bound, since
-# modules the families import (node, value, build) import them from this package.
+# The families, each registering its ops when imported. After the names above are bound, since
+# node, value and build import them from here; and after value: it loads build, which loads the
+# leaf and movement families, whose rules import the helpers of graph/autodiff.py, which imports
+# value's names (bound before value loads build).
+from tenloom.graph import value  # noqa: E402, F401, I001
 from tenloom.graph.ops import (  # noqa: E402, F401
     contract,
     elementwise,

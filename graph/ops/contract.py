@@ -1,19 +1,62 @@
-"""Multilinear ops: einsum on integer labels, matmul, tensordot and trace.
+"""Multilinear ops: einsum on integer labels, matmul, tensordot and trace, and CONTRACT, one
+pairwise contraction as a (batched) GEMM, emitted by the passes.
 
-EINSUM attrs = (in_labels: tuple of label tuples, out_labels), labels normalized to 0..k-1 and
-every label of one size in all operands (the front end squeezes size-1 broadcast axes away).
-MATMUL, TENSORDOT and TRACE keep what the user wrote; the canonicalize pass rewrites them to
-EINSUM so the order search sees one network.
+EINSUM labels are normalized to 0..k-1, every label of one size in all operands (the front end
+squeezes size-1 broadcast axes away). MATMUL, TENSORDOT and TRACE keep what the user wrote; the
+canonicalize pass rewrites them to EINSUM so the order search sees one network, which is why
+only EINSUM and TRACE have VJP rules. Every multilinear op's JVP has one term per operand with
+a tangent: the same op with that operand replaced by its tangent.
+
+Cost is counted in multiply-adds (passes/cost.py turns them into flops).
 """
 
 from __future__ import annotations
 
+import math
+import string
+from collections import Counter
+from typing import NamedTuple
+
 import numpy as np
+from tenloom.graph.autodiff import add_all, linear_jvp
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.einsum import einsum_ref
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
+from tenloom.graph.node import make_node
+from tenloom.graph.ops.checks import BadFormat, check_arity, check_ints, check_no_attrs
 from tenloom.graph.ops.elementwise import broadcast_shapes
+from tenloom.graph.ops.movement import (
+    DiagonalAttrs,
+    check_diagonal,
+    diagonal_shape,
+    diagonal_text,
+)
 from tenloom.graph.ops.registry import Op, OpKind, as_array, register_op
+from tenloom.graph.value import V as T
+from tenloom.graph.value import Value
+
+
+class EinsumAttrs(NamedTuple):
+    terms: tuple[tuple[int, ...], ...]  # each operand's labels
+    out: tuple[int, ...]  # the output's labels
+
+
+class TensordotAttrs(NamedTuple):
+    axes_a: tuple[int, ...]  # contracted axes of operand 0
+    axes_b: tuple[int, ...]  # and the matching axes of operand 1
+
+
+class ContractAttrs(NamedTuple):
+    """CONTRACT: the operands' labels in their axis order, the output's, and the GEMM grouping
+    the permutation pass chose (see below)."""
+
+    a_labels: tuple[int, ...]
+    b_labels: tuple[int, ...]
+    out: tuple[int, ...]
+    batch: tuple[int, ...]
+    left: tuple[int, ...]  # labels of operand 0 only, kept
+    con: tuple[int, ...]  # contracted
+    right: tuple[int, ...]  # labels of operand 1 only, kept
 
 
 def result_dtype(op: str, inputs) -> np.dtype:
@@ -47,7 +90,7 @@ def einsum_sizes(inputs, attrs) -> dict[int, int]:
 
 def _einsum_infer(inputs, attrs):
     sizes = einsum_sizes(inputs, attrs)
-    return tuple(sizes[lab] for lab in attrs[1]), result_dtype("einsum", inputs)
+    return tuple(sizes[lab] for lab in attrs.out), result_dtype("einsum", inputs)
 
 
 def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -99,8 +142,6 @@ _TRACE_DTYPES: dict[np.dtype, np.dtype] = {}
 
 
 def _trace_infer(inputs, attrs):
-    from tenloom.graph.ops.movement import diagonal_shape
-
     (x,), (offset, axis1, axis2) = inputs, attrs
     dt = _TRACE_DTYPES.get(x.dtype)
     if dt is None:
@@ -108,37 +149,12 @@ def _trace_infer(inputs, attrs):
     return diagonal_shape(x.shape, offset, axis1, axis2)[:-1], dt
 
 
-register_op(
-    Op.EINSUM,
-    OpKind.CONTRACTION,
-    _einsum_infer,
-    lambda xs, at: as_array(einsum_ref(xs, at[0], at[1])),
-)
-register_op(
-    Op.MATMUL, OpKind.CONTRACTION, _matmul_infer, lambda xs, at: as_array(np.matmul(*xs)), 2
-)
-register_op(
-    Op.TENSORDOT,
-    OpKind.CONTRACTION,
-    _tensordot_infer,
-    lambda xs, at: np.tensordot(xs[0], xs[1], axes=(list(at[0]), list(at[1]))),
-    2,
-)
-register_op(
-    Op.TRACE,
-    OpKind.CONTRACTION,
-    _trace_infer,
-    lambda xs, at: as_array(np.trace(xs[0], at[0], at[1], at[2])),
-    1,
-)
-
-
 # ---- CONTRACT: one pairwise contraction as a (batched) GEMM -----------------------------------
-# attrs = (a_labels, b_labels, out_labels, batch, left, contracted, right): the operands' labels
-# in their axis order, the output's, and the GEMM grouping the permutation pass chose. The
-# operands are viewed as A[batch, left, contracted] and B[batch, contracted, right]; when each
-# group lies contiguously (and in the same order on both sides) in an operand's memory, the
-# transpose + reshape below are views and numpy.matmul runs on them without a copy.
+# ContractAttrs: the operands' labels in their axis order, the output's, and the GEMM grouping
+# the permutation pass chose. The operands are viewed as A[batch, left, contracted] and
+# B[batch, contracted, right]; when each group lies contiguously (and in the same order on both
+# sides) in an operand's memory, the transpose + reshape below are views and numpy.matmul runs
+# on them without a copy.
 
 
 def _contract_infer(inputs, attrs):
@@ -197,4 +213,249 @@ def contract_ref(xs, attrs):
     return as_array(c.transpose([natural.index(lab) for lab in out]))
 
 
-register_op(Op.CONTRACT, OpKind.CONTRACTION, _contract_infer, contract_ref, 2)
+# ---- cost ------------------------------------------------------------------------------------
+
+
+def pairwise_madds(ta, tb, keep, sizes) -> int:
+    """Multiply-adds of contracting two terms into ``keep``: the product of all label sizes."""
+    return math.prod(sizes[lab] for lab in set(ta) | set(tb))
+
+
+def network_madds(terms, out, sizes) -> int:
+    """Multiply-adds of a network contracted left to right (what runs when the order search
+    is off)."""
+    if len(terms) == 1:
+        return math.prod(sizes[lab] for lab in set(terms[0]))
+    total = 0
+    cur = tuple(terms[0])
+    remaining = Counter(lab for t in terms[1:] for lab in t) + Counter(out)
+    for t in terms[1:]:
+        remaining -= Counter(t)
+        keep = tuple(dict.fromkeys(lab for lab in (*cur, *t) if remaining[lab] or lab in out))
+        total += pairwise_madds(cur, t, keep, sizes)
+        cur = keep
+    return total
+
+
+def _einsum_cost(node) -> int:
+    sizes: dict = {}
+    for x, t in zip(node.inputs, node.attrs.terms):
+        sizes.update(zip(t, x.shape))
+    return network_madds(node.attrs.terms, node.attrs.out, sizes)
+
+
+def _contract_cost(node) -> int:
+    at = node.attrs
+    sizes = dict(zip(at.a_labels, node.inputs[0].shape))
+    sizes.update(zip(at.b_labels, node.inputs[1].shape))
+    return math.prod(sizes.values())
+
+
+def _matmul_cost(node) -> int:
+    a = node.inputs[0]
+    return node.size * (a.shape[-1] if a.ndim else 1)
+
+
+def _tensordot_cost(node) -> int:
+    a = node.inputs[0]
+    return node.size * math.prod(a.shape[i] for i in node.attrs.axes_a)
+
+
+def _trace_cost(node) -> int:
+    return node.inputs[0].size
+
+
+# ---- attribute checks and dump text ----------------------------------------------------------
+
+
+def _check_einsum(ins, at, op):
+    at = check_arity(at, EinsumAttrs, op)
+    terms, out = at
+    if type(terms) is not tuple or not ins:
+        raise BadFormat("einsum needs a tuple of label tuples and at least one operand")
+    for t in terms:
+        check_ints(t, "einsum labels", 0)
+    check_ints(out, "einsum output labels", 0)
+    if len(set(out)) != len(out):
+        raise BadFormat(f"einsum output labels {out} repeat a label")
+
+
+def _check_tensordot(ins, at, op):
+    at = check_arity(at, TensordotAttrs, op)
+    axa = check_ints(at.axes_a, "axes of operand 0", 0, ins[0].ndim)
+    axb = check_ints(at.axes_b, "axes of operand 1", 0, ins[1].ndim)
+    if len(axa) != len(axb) or len(set(axa)) != len(axa) or len(set(axb)) != len(axb):
+        raise BadFormat("tensordot axes must be two equally long lists of distinct axes")
+
+
+def _check_contract(ins, at, op):
+    at = check_arity(at, ContractAttrs, op)
+    a, b, out, batch, left, con, right = (check_ints(x, "contract labels") for x in at)
+    if len(a) != ins[0].ndim or len(b) != ins[1].ndim:  # the rule checks operand 0 only
+        raise BadFormat(
+            f"contract: labels {a} and {b} for operands of {ins[0].ndim} and {ins[1].ndim} axes"
+        )
+    for labels in (a, b, out, batch + left + con + right):
+        if len(set(labels)) != len(labels):
+            raise BadFormat(f"contract: labels {labels} repeat")
+    sa, sb, so = set(a), set(b), set(out)
+    a_kept = {x for x in a if x in sb or x in so}
+    b_kept = {x for x in b if x in a_kept or x in so}
+    ok = (
+        set(batch) <= sa & sb & so
+        and set(left) <= (sa - sb) & so
+        and set(right) <= (sb - sa) & so
+        and set(con) <= (sa & sb) - so
+        and a_kept == set(batch + left + con)
+        and b_kept == set(batch + con + right)
+    )
+    if not ok:
+        raise BadFormat(
+            f"contract: the GEMM grouping {at[3:]} does not fit labels {a}, {b} -> {out}"
+        )
+
+
+def einsum_text(inputs, output) -> str:
+    """Integer labels as letters when they fit (``ab,bc->ac``), else as lists."""
+    labels = sorted({x for t in (*inputs, output) for x in t})
+    if len(labels) <= 52:
+        letter = {lab: string.ascii_letters[i] for i, lab in enumerate(labels)}
+        return (
+            ",".join("".join(letter[x] for x in t) for t in inputs)
+            + "->"
+            + "".join(letter[x] for x in output)
+        )
+    return ",".join(str(list(t)) for t in inputs) + "->" + str(list(output))
+
+
+# ---- differentiation -------------------------------------------------------------------------
+
+
+def cj(x):
+    return T.conj(x)
+
+
+def _trace_vjp(node, y, xs, g):
+    (x,) = xs
+    offset, a1, a2 = node.attrs
+    eye = T.eye(x.shape[a1], x.shape[a2], offset, dtype=g.dtype)
+    nd = x.ndim
+    rest = [i for i in range(nd) if i not in (a1, a2)]
+    return (T.einsum([g, eye], [rest, [a1, a2]], list(range(nd))),)
+
+
+def _einsum_vjp(node, y, xs, g):
+    terms, out = node.attrs
+    sizes = {}
+    for x, t in zip(xs, terms):
+        sizes.update(zip(t, x.shape))
+    fresh = max(sizes, default=-1) + 1
+    cts = []
+    for k, (x, t) in enumerate(zip(xs, terms)):
+        if x.dtype.kind not in "fc":
+            cts.append(None)
+            continue
+        others = [lab for j, tj in enumerate(terms) if j != k for lab in tj]
+        present = set(others) | set(out)
+        unique = list(dict.fromkeys(t))
+        args: list = [g, list(out)]
+        for j, (xj, tj) in enumerate(zip(xs, terms)):
+            if j != k:
+                args += [cj(xj), list(tj)]
+        # labels repeated in operand k: couple fresh copies through a delta tensor
+        term_k: list = []
+        seen: dict = {}
+        for lab in t:
+            if lab in seen:
+                new = fresh
+                fresh += 1
+                eye = T.eye(sizes[lab], dtype=g.dtype)
+                args += [eye, [lab, new]]
+                term_k.append(new)
+            else:
+                seen[lab] = True
+                term_k.append(lab)
+        # labels of operand k found nowhere else: the cotangent is constant along them
+        lone = [lab for lab in unique if lab not in present]
+        for lab in lone:
+            args += [T.ones((sizes[lab],), dtype=g.dtype), [lab]]
+        cts.append(T.einsum(args[0::2], args[1::2], term_k))
+    return tuple(cts)
+
+
+def multilinear_jvp(node, y, xs, ts):
+    """One term per operand with a tangent: the op with that operand replaced by it. Holds for
+    einsum (repeated labels, hyper-indices and an operand used twice included), matmul,
+    tensordot and CONTRACT; for a pairwise contraction tree (after the order pass) that is two
+    pairwise contractions per tree node."""
+    ins = [x.node for x in xs]
+    terms = []
+    for k, t in enumerate(ts):
+        if t is None:
+            continue
+        replaced = ins[:k] + [t.node] + ins[k + 1 :]
+        terms.append(Value(make_node(node.op, tuple(replaced), node.attrs)))
+    return add_all(terms)
+
+
+# ---- registration ----------------------------------------------------------------------------
+
+register_op(
+    Op.EINSUM,
+    OpKind.CONTRACTION,
+    _einsum_infer,
+    lambda xs, at: as_array(einsum_ref(xs, at.terms, at.out)),
+    attrs=EinsumAttrs,
+    vjp=_einsum_vjp,
+    jvp=multilinear_jvp,
+    cost=_einsum_cost,
+    check_attrs=_check_einsum,
+    fmt=lambda at: f"[{einsum_text(at.terms, at.out)}]",
+)
+register_op(
+    Op.MATMUL,
+    OpKind.CONTRACTION,
+    _matmul_infer,
+    lambda xs, at: as_array(np.matmul(*xs)),
+    2,
+    jvp=multilinear_jvp,
+    cost=_matmul_cost,
+    check_attrs=check_no_attrs,
+)
+register_op(
+    Op.TENSORDOT,
+    OpKind.CONTRACTION,
+    _tensordot_infer,
+    lambda xs, at: np.tensordot(xs[0], xs[1], axes=(list(at.axes_a), list(at.axes_b))),
+    2,
+    attrs=TensordotAttrs,
+    jvp=multilinear_jvp,
+    cost=_tensordot_cost,
+    check_attrs=_check_tensordot,
+    fmt=lambda at: f"[axes={list(at.axes_a)},{list(at.axes_b)}]",
+)
+register_op(
+    Op.TRACE,
+    OpKind.CONTRACTION,
+    _trace_infer,
+    lambda xs, at: as_array(np.trace(xs[0], at.offset, at.axis1, at.axis2)),
+    1,
+    attrs=DiagonalAttrs,
+    vjp=_trace_vjp,
+    jvp=linear_jvp,
+    cost=_trace_cost,
+    check_attrs=check_diagonal,
+    fmt=diagonal_text,
+)
+register_op(
+    Op.CONTRACT,
+    OpKind.CONTRACTION,
+    _contract_infer,
+    contract_ref,
+    2,
+    attrs=ContractAttrs,
+    jvp=multilinear_jvp,
+    cost=_contract_cost,
+    check_attrs=_check_contract,
+    fmt=lambda at: f"[{einsum_text((at.a_labels, at.b_labels), at.out)}]",
+)

@@ -4,17 +4,29 @@ Result dtypes are whatever NumPy's own type resolution gives for the operand dty
 per dtype combination on empty arrays and cached), so promotion follows ``numpy.result_type`` and
 each ufunc's loops exactly. Python scalars are turned into typed 0-d leaves by the front end
 following NEP 50 before they get here.
+
+Only ``cast`` has attributes. The ops here are the ones a FUSED region (graph/ops/fused.py)
+strings together; its steps may hold plain tuples as attrs, so these rules unpack them.
+
+Differentiation (conventions in graph/autodiff.py): VJP rules compute J^H g, unbroadcast to
+each operand's shape; ``abs`` and ``sign`` use sign(0) = 0; ``maximum``/``minimum`` send the
+whole cotangent (follow the tangent of) the first operand on ties; ``where`` sends nothing to
+its condition; comparisons, bitwise ops, ``sign`` and ``floordiv`` carry no derivative.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
+from tenloom.graph.autodiff import Tangent, add_all, linear_jvp, unbroadcast
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
+from tenloom.graph.ops.checks import check_arity, check_dtype, check_no_attrs
 from tenloom.graph.ops.registry import Op, OpKind, register_op
+from tenloom.graph.value import V as T
 
 UNARY: dict[Op, Callable] = {
     Op.NEG: np.negative,
@@ -146,11 +158,244 @@ def _binary_infer(op: Op, fn: Callable):
     return infer
 
 
-for _op, _fn in UNARY.items():
-    register_op(
-        _op, OpKind.ELEMENTWISE, _unary_infer(_op, _fn), (lambda f: lambda xs, at: f(xs[0]))(_fn), 1
+def _where_infer(inputs, attrs):
+    shape = broadcast_shapes("where", [i.shape for i in inputs])
+    return shape, resolve_dtype(Op.WHERE, np.where, inputs)
+
+
+class CastAttrs(NamedTuple):
+    dtype: str  # dtype.str of the result
+
+
+def _cast_infer(inputs, attrs):
+    (dtype,) = attrs
+    return inputs[0].shape, np.dtype(dtype)
+
+
+def _cast_ref(xs, attrs):
+    (dtype,) = attrs
+    with warnings.catch_warnings():
+        # complex -> real drops the imaginary part, as numpy's astype does
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        return xs[0].astype(np.dtype(dtype))
+
+
+def _check_cast(ins, at, op):
+    at = check_arity(at, CastAttrs, op)
+    check_dtype(at.dtype, "cast dtype")
+
+
+def _elements(node) -> int:
+    """Cost: one operation per output element."""
+    return node.size
+
+
+# ---- VJP rules -------------------------------------------------------------------------------
+
+
+def cj(x):
+    return T.conj(x)
+
+
+def _binary_vjp(rule):
+    """A binary op's rule, its cotangents summed back to each operand's (broadcast) shape."""
+
+    def wrapped(node, y, xs, g):
+        ga, gb = rule(node, y, xs, g)
+        a, b = xs
+        return (
+            None if ga is None else unbroadcast(ga, a.shape),
+            None if gb is None else unbroadcast(gb, b.shape),
+        )
+
+    return wrapped
+
+
+def _abs_vjp(node, y, xs, g):
+    (x,) = xs
+    if x.dtype.kind == "c":
+        safe = T.where(y == 0, 1.0, y)
+        return (T.where(y == 0, 0.0, g * (x / safe)),)
+    return (g * T.sign(x),)
+
+
+def _pow_vjp(node, y, xs, g):
+    a, b = xs
+    ga = g * cj(b * a ** (b - 1.0))
+    gb = g * cj(T.where(a == 0, 0.0, T.log(T.where(a == 0, 1.0, a)) * y))
+    return ga, gb
+
+
+def _where_vjp(node, y, xs, g):
+    c, a, b = xs
+    return (
+        None,
+        unbroadcast(T.where(c, g, 0.0), a.shape),
+        unbroadcast(T.where(c, 0.0, g), b.shape),
     )
 
+
+def _no_vjp(node, y, xs, g):
+    return tuple(None for _ in xs)
+
+
+VJP_RULES = {
+    Op.NEG: lambda n, y, xs, g: (-g,),
+    Op.ABS: _abs_vjp,
+    Op.EXP: lambda n, y, xs, g: (g * cj(y),),
+    Op.LOG: lambda n, y, xs, g: (g / cj(xs[0]),),
+    Op.SQRT: lambda n, y, xs, g: (g / (2.0 * cj(y)),),
+    Op.SIN: lambda n, y, xs, g: (g * cj(T.cos(xs[0])),),
+    Op.COS: lambda n, y, xs, g: (-g * cj(T.sin(xs[0])),),
+    Op.TANH: lambda n, y, xs, g: (g * cj(1.0 - y * y),),
+    Op.SIGN: lambda n, y, xs, g: (None,),
+    Op.CONJ: lambda n, y, xs, g: (cj(g),),
+    Op.REAL: lambda n, y, xs, g: (T.astype(g, xs[0].dtype),),
+    Op.IMAG: lambda n, y, xs, g: (
+        (T.astype(g, xs[0].dtype) * 1j,) if xs[0].dtype.kind == "c" else (None,)
+    ),
+    Op.INVERT: _no_vjp,
+    Op.CAST: lambda n, y, xs, g: (g,),
+    Op.ADD: _binary_vjp(lambda n, y, xs, g: (g, g)),
+    Op.SUB: _binary_vjp(lambda n, y, xs, g: (g, -g)),
+    Op.MUL: _binary_vjp(lambda n, y, xs, g: (g * cj(xs[1]), g * cj(xs[0]))),
+    Op.DIV: _binary_vjp(lambda n, y, xs, g: (g / cj(xs[1]), -g * cj(y / xs[1]))),
+    Op.FLOORDIV: _binary_vjp(lambda n, y, xs, g: (None, None)),
+    Op.MOD: _binary_vjp(lambda n, y, xs, g: (g, -g * T.floor_divide(xs[0], xs[1]))),
+    Op.POW: _binary_vjp(_pow_vjp),
+    Op.MAXIMUM: _binary_vjp(
+        lambda n, y, xs, g: (T.where(xs[0] >= xs[1], g, 0.0), T.where(xs[0] >= xs[1], 0.0, g))
+    ),
+    Op.MINIMUM: _binary_vjp(
+        lambda n, y, xs, g: (T.where(xs[0] <= xs[1], g, 0.0), T.where(xs[0] <= xs[1], 0.0, g))
+    ),
+    Op.EQ: _no_vjp,
+    Op.NE: _no_vjp,
+    Op.LT: _no_vjp,
+    Op.LE: _no_vjp,
+    Op.GT: _no_vjp,
+    Op.GE: _no_vjp,
+    Op.AND: _no_vjp,
+    Op.OR: _no_vjp,
+    Op.XOR: _no_vjp,
+    Op.WHERE: _where_vjp,
+}
+
+
+# ---- JVP rules -------------------------------------------------------------------------------
+
+
+def _abs_jvp(node, y, xs, ts):
+    (x,), (t,) = xs, ts
+    if x.dtype.kind == "c":
+        safe = T.where(y == 0, 1.0, y)
+        return T.where(y == 0, 0.0, T.real(T.conj(x) * t) / safe)
+    return t * T.sign(x)
+
+
+def _imag_jvp(node, y, xs, ts):
+    return T.imag(ts[0]) if xs[0].dtype.kind == "c" else None
+
+
+def _zero_jvp(node, y, xs, ts):
+    return None
+
+
+def _times(t: Tangent, factor) -> Tangent:
+    return None if t is None else t * factor
+
+
+def _pow_jvp(node, y, xs, ts):
+    (a, b), (ta, tb) = xs, ts
+    da = _times(ta, b * a ** (b - 1.0))
+    db = _times(tb, T.where(a == 0, 0.0, T.log(T.where(a == 0, 1.0, a)) * y))
+    return add_all([da, db])
+
+
+def _sub_jvp(node, y, xs, ts):
+    ta, tb = ts
+    if tb is None:
+        return ta
+    return -tb if ta is None else ta - tb
+
+
+def _div_jvp(node, y, xs, ts):
+    (_, b), (ta, tb) = xs, ts
+    return add_all([None if ta is None else ta / b, _times(tb, -y / b)])
+
+
+def _select_jvp(mask_first):
+    """maximum / minimum: the tangent of the operand that wins (the first on ties)."""
+
+    def rule(node, y, xs, ts):
+        (a, b), (ta, tb) = xs, ts
+        first = mask_first(a, b)
+        return T.where(first, 0.0 if ta is None else ta, 0.0 if tb is None else tb)
+
+    return rule
+
+
+def _mod_jvp(node, y, xs, ts):
+    (a, b), (ta, tb) = xs, ts
+    return add_all([ta, _times(tb, -T.floor_divide(a, b))])
+
+
+def _where_jvp(node, y, xs, ts):
+    c, (_, ta, tb) = xs[0], ts
+    return T.where(c, 0.0 if ta is None else ta, 0.0 if tb is None else tb)
+
+
+JVP_RULES = {
+    Op.NEG: linear_jvp,
+    Op.ABS: _abs_jvp,
+    Op.EXP: lambda n, y, xs, ts: ts[0] * y,
+    Op.LOG: lambda n, y, xs, ts: ts[0] / xs[0],
+    Op.SQRT: lambda n, y, xs, ts: ts[0] / (2.0 * y),
+    Op.SIN: lambda n, y, xs, ts: ts[0] * T.cos(xs[0]),
+    Op.COS: lambda n, y, xs, ts: -ts[0] * T.sin(xs[0]),
+    Op.TANH: lambda n, y, xs, ts: ts[0] * (1.0 - y * y),
+    Op.SIGN: _zero_jvp,
+    Op.CONJ: linear_jvp,
+    Op.REAL: linear_jvp,
+    Op.IMAG: _imag_jvp,
+    Op.INVERT: _zero_jvp,
+    Op.CAST: linear_jvp,  # complex -> real keeps the real part of the tangent too
+    Op.ADD: lambda n, y, xs, ts: add_all(ts),
+    Op.SUB: _sub_jvp,
+    Op.MUL: lambda n, y, xs, ts: add_all([_times(ts[0], xs[1]), _times(ts[1], xs[0])]),
+    Op.DIV: _div_jvp,
+    Op.FLOORDIV: _zero_jvp,
+    Op.MOD: _mod_jvp,
+    Op.POW: _pow_jvp,
+    Op.MAXIMUM: _select_jvp(lambda a, b: a >= b),
+    Op.MINIMUM: _select_jvp(lambda a, b: a <= b),
+    Op.EQ: _zero_jvp,
+    Op.NE: _zero_jvp,
+    Op.LT: _zero_jvp,
+    Op.LE: _zero_jvp,
+    Op.GT: _zero_jvp,
+    Op.GE: _zero_jvp,
+    Op.AND: _zero_jvp,
+    Op.OR: _zero_jvp,
+    Op.XOR: _zero_jvp,
+    Op.WHERE: _where_jvp,
+}
+
+
+# ---- registration ----------------------------------------------------------------------------
+
+for _op, _fn in UNARY.items():
+    register_op(
+        _op,
+        OpKind.ELEMENTWISE,
+        _unary_infer(_op, _fn),
+        (lambda f: lambda xs, at: f(xs[0]))(_fn),
+        1,
+        vjp=VJP_RULES[_op],
+        jvp=JVP_RULES[_op],
+        cost=_elements,
+        check_attrs=check_no_attrs,
+    )
 for _op, _fn in BINARY.items():
     register_op(
         _op,
@@ -158,28 +403,32 @@ for _op, _fn in BINARY.items():
         _binary_infer(_op, _fn),
         (lambda f: lambda xs, at: f(xs[0], xs[1]))(_fn),
         2,
+        vjp=VJP_RULES[_op],
+        jvp=JVP_RULES[_op],
+        cost=_elements,
+        check_attrs=check_no_attrs,
     )
-
-
-def _cast_ref(xs, attrs):
-    with warnings.catch_warnings():
-        # complex -> real drops the imaginary part, as numpy's astype does
-        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
-        return xs[0].astype(np.dtype(attrs[0]))
-
-
 register_op(
     Op.CAST,
     OpKind.ELEMENTWISE,
-    lambda inputs, attrs: (inputs[0].shape, np.dtype(attrs[0])),
+    _cast_infer,
     _cast_ref,
     1,
+    attrs=CastAttrs,
+    vjp=VJP_RULES[Op.CAST],
+    jvp=JVP_RULES[Op.CAST],
+    cost=_elements,
+    check_attrs=_check_cast,
+    fmt=lambda at: f"[{np.dtype(at.dtype).name}]",
 )
-
-
-def _where_infer(inputs, attrs):
-    shape = broadcast_shapes("where", [i.shape for i in inputs])
-    return shape, resolve_dtype(Op.WHERE, np.where, inputs)
-
-
-register_op(Op.WHERE, OpKind.ELEMENTWISE, _where_infer, lambda xs, at: np.where(*xs), 3)
+register_op(
+    Op.WHERE,
+    OpKind.ELEMENTWISE,
+    _where_infer,
+    lambda xs, at: np.where(*xs),
+    3,
+    vjp=VJP_RULES[Op.WHERE],
+    jvp=JVP_RULES[Op.WHERE],
+    cost=_elements,
+    check_attrs=check_no_attrs,
+)

@@ -1,12 +1,18 @@
-"""Leaf ops: constants, placeholders and lazy creation (full, eye)."""
+"""Leaf ops: constants, placeholders and lazy creation (full, eye).
+
+Leaves have no inputs, hence no differentiation rules, and cost nothing to compute (``full``
+and ``eye`` are allocated when they run).
+"""
 
 from __future__ import annotations
 
 import os
 import secrets
 import threading
+from typing import NamedTuple
 
 import numpy as np
+from tenloom.graph.ops.checks import BadFormat, check_arity, check_dtype, check_int, check_shape
 from tenloom.graph.ops.registry import Op, OpKind, register_op
 
 
@@ -129,45 +135,117 @@ def scalar_attrs(value, dtype: np.dtype) -> tuple:
     return (np.asarray(value, dtype=dtype).tobytes(),)
 
 
+class ConstAttrs(NamedTuple):
+    constant: Constant  # the array, compared by identity
+
+
+class PlaceholderAttrs(NamedTuple):
+    """A placeholder, bound at evaluate time through ``feed=``."""
+
+    name: str
+    uid: int  # next_placeholder_id()
+    shape: tuple[int, ...]
+    dtype: str  # dtype.str
+
+
+class FullAttrs(NamedTuple):
+    shape: tuple[int, ...]
+    dtype: str  # dtype.str
+    raw: bytes  # the fill value's bytes in that dtype: 0.0 and -0.0 (or 1 and True) differ
+
+
+class EyeAttrs(NamedTuple):
+    n: int
+    m: int
+    k: int  # the diagonal's offset
+    dtype: str  # dtype.str
+
+
 def full_value(attrs: tuple) -> np.generic:
+    """The fill value of FULL attrs (a FullAttrs or a plain tuple)."""
     shape, dtype_str, raw = attrs
     return np.frombuffer(raw, dtype=np.dtype(dtype_str))[0]
 
 
-# CONST: attrs = (Constant,)
+def _no_cost(node) -> int:
+    return 0
+
+
+def _placeholder_ref(arrays, attrs: PlaceholderAttrs):
+    raise RuntimeError(f"placeholder {attrs.name!r} is not bound")
+
+
+def _check_placeholder(ins, at, op):
+    at = check_arity(at, PlaceholderAttrs, op)
+    if type(at.name) is not str:
+        raise BadFormat("placeholder name must be a string")
+    if check_int(at.uid, "placeholder uid") < 0:
+        raise BadFormat("placeholder uid must be non-negative")
+    check_shape(at.shape, "placeholder shape")
+    check_dtype(at.dtype)
+
+
+def _check_full(ins, at, op):
+    at = check_arity(at, FullAttrs, op)
+    check_shape(at.shape, "full shape")
+    dt = check_dtype(at.dtype)
+    if type(at.raw) is not bytes or len(at.raw) != dt.itemsize:
+        raise BadFormat(f"full value must be {dt.itemsize} bytes of {dt}")
+
+
+def _check_eye(ins, at, op):
+    at = check_arity(at, EyeAttrs, op)
+    for v, name in zip(at[:3], ("n", "m", "k")):
+        check_int(v, f"eye {name}")
+    check_dtype(at.dtype)
+
+
+def _const_text(at: ConstAttrs) -> str:
+    v = at.constant.value
+    return f"[{v.item()!r}]" if v.size == 1 and v.ndim == 0 else ""
+
+
+# CONST: its array is read from the file's .npz by the loader, which checks it
 register_op(
     Op.CONST,
     OpKind.LEAF,
-    lambda inputs, attrs: (attrs[0].value.shape, attrs[0].value.dtype),
-    lambda arrays, attrs: attrs[0].value,
+    lambda inputs, attrs: (attrs.constant.value.shape, attrs.constant.value.dtype),
+    lambda arrays, attrs: attrs.constant.value,
     arity=0,
+    attrs=ConstAttrs,
+    cost=_no_cost,
+    fmt=_const_text,
 )
-
-# PLACEHOLDER: attrs = (name, uid, shape, dtype_str); bound at evaluate time through feed=
 register_op(
     Op.PLACEHOLDER,
     OpKind.LEAF,
-    lambda inputs, attrs: (attrs[2], np.dtype(attrs[3])),
-    lambda arrays, attrs: (_ for _ in ()).throw(
-        RuntimeError(f"placeholder {attrs[0]!r} is not bound")
-    ),
+    lambda inputs, attrs: (attrs.shape, np.dtype(attrs.dtype)),
+    _placeholder_ref,
     arity=0,
+    attrs=PlaceholderAttrs,
+    cost=_no_cost,
+    check_attrs=_check_placeholder,
+    fmt=lambda at: f"[{at.name!r}]",
 )
-
-# FULL: attrs = (shape, dtype_str, raw value bytes)
 register_op(
     Op.FULL,
     OpKind.LEAF,
-    lambda inputs, attrs: (attrs[0], np.dtype(attrs[1])),
-    lambda arrays, attrs: np.full(attrs[0], full_value(attrs), dtype=np.dtype(attrs[1])),
+    lambda inputs, attrs: (attrs.shape, np.dtype(attrs.dtype)),
+    lambda arrays, attrs: np.full(attrs.shape, full_value(attrs), dtype=np.dtype(attrs.dtype)),
     arity=0,
+    attrs=FullAttrs,
+    cost=_no_cost,
+    check_attrs=_check_full,
+    fmt=lambda at: f"[{full_value(at).item()!r}]",
 )
-
-# EYE: attrs = (n, m, k, dtype_str)
 register_op(
     Op.EYE,
     OpKind.LEAF,
-    lambda inputs, attrs: ((attrs[0], attrs[1]), np.dtype(attrs[3])),
-    lambda arrays, attrs: np.eye(attrs[0], attrs[1], attrs[2], dtype=np.dtype(attrs[3])),
+    lambda inputs, attrs: ((attrs.n, attrs.m), np.dtype(attrs.dtype)),
+    lambda arrays, attrs: np.eye(attrs.n, attrs.m, attrs.k, dtype=np.dtype(attrs.dtype)),
     arity=0,
+    attrs=EyeAttrs,
+    cost=_no_cost,
+    check_attrs=_check_eye,
+    fmt=lambda at: f"[k={at.k}]" if at.k else "",
 )

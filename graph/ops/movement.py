@@ -1,16 +1,58 @@
-"""Movement ops: reshape, transpose, broadcast_to, slice (basic indexing), concatenate, diagonal.
+"""Movement ops: reshape, transpose, broadcast_to, slice (basic indexing) and its transpose
+slice_scatter, concatenate, diagonal, and layout (emitted by eliminate_permutations).
 
 Attributes are normalized by the front end (non-negative axes, full permutations, explicit
-shapes), so identical movements hash-cons to one node.
+shapes), so identical movements hash-cons to one node. Movements are linear: each JVP rule is
+the op applied to the tangent, and they cost no arithmetic.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
+from tenloom.graph.autodiff import linear_jvp, unbroadcast
 from tenloom.graph.errors import ShapeError, fmt_shape
+from tenloom.graph.node import make_node
+from tenloom.graph.ops.checks import BadFormat, check_arity, check_int, check_ints, check_shape
 from tenloom.graph.ops.registry import Op, OpKind, register_op
+from tenloom.graph.value import V as T
+from tenloom.graph.value import Value
+
+
+class ShapeAttrs(NamedTuple):
+    """RESHAPE and BROADCAST: the result's shape."""
+
+    shape: tuple[int, ...]
+
+
+class PermAttrs(NamedTuple):
+    """TRANSPOSE: the result's axes as axes of the operand. LAYOUT: the order, outermost first,
+    in which the operand's axes lie in memory in the result (its shape is the operand's)."""
+
+    perm: tuple[int, ...]
+
+
+class SliceAttrs(NamedTuple):
+    spec: tuple[tuple[int, int, int], ...]  # one normalized (start, stop, step) per axis
+
+
+class SliceScatterAttrs(NamedTuple):
+    spec: tuple[tuple[int, int, int], ...]  # where the operand goes, per axis of ``shape``
+    shape: tuple[int, ...]  # the result's shape
+
+
+class ConcatAttrs(NamedTuple):
+    axis: int
+
+
+class DiagonalAttrs(NamedTuple):
+    """DIAGONAL, and TRACE (graph/ops/contract.py)."""
+
+    offset: int
+    axis1: int
+    axis2: int
 
 
 def _reshape_infer(inputs, attrs):
@@ -90,7 +132,7 @@ def _slice_infer(inputs, attrs):
 
 
 def _slice_ref(xs, attrs):
-    return xs[0][tuple(as_slice(*s) for s in attrs[0])]
+    return xs[0][tuple(as_slice(*s) for s in attrs.spec)]
 
 
 def _concat_infer(inputs, attrs):
@@ -125,16 +167,6 @@ def _diagonal_infer(inputs, attrs):
     return diagonal_shape(x.shape, offset, axis1, axis2), x.dtype
 
 
-register_op(Op.RESHAPE, OpKind.MOVEMENT, _reshape_infer, lambda xs, at: xs[0].reshape(at[0]), 1)
-register_op(
-    Op.TRANSPOSE, OpKind.MOVEMENT, _transpose_infer, lambda xs, at: xs[0].transpose(at[0]), 1
-)
-register_op(
-    Op.BROADCAST, OpKind.MOVEMENT, _broadcast_infer, lambda xs, at: np.broadcast_to(xs[0], at[0]), 1
-)
-register_op(Op.SLICE, OpKind.MOVEMENT, _slice_infer, _slice_ref, 1)
-
-
 # LAYOUT (emitted by eliminate_permutations): the operand's values unchanged, copied so that
 # its axes lie in memory in the order ``perm`` (outermost first). Written once where several
 # contractions would otherwise each copy the operand into that order.
@@ -149,7 +181,7 @@ def _layout_infer(inputs, attrs):
 
 
 def _layout_ref(xs, attrs):
-    perm = attrs[0]
+    perm = attrs.perm
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
@@ -157,28 +189,9 @@ def _layout_ref(xs, attrs):
     return xs[0].transpose(perm).copy().transpose(inv)
 
 
-register_op(Op.LAYOUT, OpKind.MOVEMENT, _layout_infer, _layout_ref, 1)
-register_op(
-    Op.CONCAT,
-    OpKind.MOVEMENT,
-    _concat_infer,
-    lambda xs, at: np.concatenate(xs, axis=at[0]),
-    None,
-)
-register_op(
-    Op.DIAGONAL,
-    OpKind.MOVEMENT,
-    _diagonal_infer,
-    lambda xs, at: np.diagonal(xs[0], at[0], at[1], at[2]),
-    1,
-)
-
-
-# ---- SLICE_SCATTER: the transpose of SLICE --------------------------------------------------
-# SLICE_SCATTER: the transpose of SLICE (basic indexing), as reverse mode needs it.
-#
+# ---- SLICE_SCATTER: the transpose of SLICE (basic indexing), as reverse mode needs it ---------
 # ``slice_scatter(x, spec, shape)`` is an array of ``shape``, zero everywhere except at the basic
-# index ``spec`` (one normalized ``(start, stop, step)`` per axis, see ``ops_movement``), where
+# index ``spec`` (one normalized ``(start, stop, step)`` per axis, see ``normalize_slice``), where
 # it holds ``x``: ``out = zeros(shape); out[spec] = x``. Steps may be negative and the selection
 # empty. The cotangent of ``x[spec]`` is ``slice_scatter(g, spec, x.shape)``: memory of the
 # input's size, where a selection matrix per axis would cost n x m.
@@ -210,4 +223,247 @@ def _slice_scatter_ref(xs, attrs):
     return out
 
 
-register_op(Op.SLICE_SCATTER, OpKind.MOVEMENT, _slice_scatter_infer, _slice_scatter_ref, 1)
+# ---- attribute checks and dump text ----------------------------------------------------------
+
+
+def _check_shape_attr(ins, at, op):
+    at = check_arity(at, ShapeAttrs, op)
+    check_shape(at.shape, f"{op.value} shape")
+
+
+def _check_perm(ins, at, op):
+    at = check_arity(at, PermAttrs, op)
+    check_ints(at.perm, "permutation")
+
+
+def _check_spec(spec, shape) -> None:
+    for s, n in zip(spec, shape):
+        check_ints(s, "slice")
+        if len(s) != 3 or s[2] == 0 or as_slice(*s).indices(n) != s:
+            raise BadFormat(
+                f"slice {s} is not a normalized (start, stop, step) for an axis of size {n}"
+            )
+
+
+def _check_slice(ins, at, op):
+    at = check_arity(at, SliceAttrs, op)
+    if type(at.spec) is not tuple or len(at.spec) != ins[0].ndim:
+        raise BadFormat(
+            f"slice needs one (start, stop, step) per axis of its input ({ins[0].ndim})"
+        )
+    _check_spec(at.spec, ins[0].shape)
+
+
+def _check_slice_scatter(ins, at, op):
+    at = check_arity(at, SliceScatterAttrs, op)
+    spec, shape = at
+    check_shape(shape, "slice_scatter shape")
+    if type(spec) is not tuple or len(spec) != len(shape):
+        raise BadFormat(f"slice_scatter needs one (start, stop, step) per axis of {shape}")
+    _check_spec(spec, shape)
+
+
+def _check_concat(ins, at, op):
+    at = check_arity(at, ConcatAttrs, op)
+    if not ins or not 0 <= check_int(at.axis, "axis") < ins[0].ndim:
+        raise BadFormat(
+            f"concatenate axis {at.axis!r} out of range for {ins[0].ndim if ins else 0} axes"
+        )
+
+
+def check_diagonal(ins, at, op):
+    """The check of DIAGONAL and TRACE attrs."""
+    at = check_arity(at, DiagonalAttrs, op)
+    check_int(at.offset, "offset")
+    a1, a2 = check_ints(at[1:], "axes", 0, ins[0].ndim)
+    if a1 == a2:
+        raise BadFormat("the two axes must differ")
+
+
+def spec_text(spec) -> str:
+    return ", ".join(f"{a}:{b if b >= 0 else ''}:{c}" for a, b, c in spec)
+
+
+def diagonal_text(at: DiagonalAttrs) -> str:
+    return f"[offset={at.offset}, axes={at.axis1},{at.axis2}]"
+
+
+def _no_cost(node) -> int:
+    return 0
+
+
+# ---- differentiation -------------------------------------------------------------------------
+
+
+def _reshape_vjp(node, y, xs, g):
+    return (T.reshape(g, xs[0].shape),)
+
+
+def _transpose_vjp(node, y, xs, g):
+    perm = node.attrs.perm
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return (T.transpose(g, inv),)
+
+
+def _broadcast_vjp(node, y, xs, g):
+    return (unbroadcast(g, xs[0].shape),)
+
+
+def scatter(g: Value, spec: tuple, shape: tuple) -> Value:
+    """``g`` written into zeros of ``shape`` at the basic index ``spec`` (SLICE_SCATTER)."""
+    if all(s == (0, n, 1) for s, n in zip(spec, shape)):  # every axis whole, in order
+        return g
+    return Value(make_node(Op.SLICE_SCATTER, (g.node,), (spec, tuple(shape))))
+
+
+def _slice_vjp(node, y, xs, g):
+    """Scatter the cotangent back into zeros of the input's shape (memory of the input's
+    size, whatever the steps)."""
+    return (scatter(g, node.attrs.spec, xs[0].shape),)
+
+
+def _slice_scatter_vjp(node, y, xs, g):
+    return (Value(make_node(Op.SLICE, (g.node,), (node.attrs.spec,))),)
+
+
+def _concat_vjp(node, y, xs, g):
+    ax = node.attrs.axis
+    out, start = [], 0
+    for x in xs:
+        key = [slice(None)] * g.ndim
+        key[ax] = slice(start, start + x.shape[ax])
+        out.append(g[tuple(key)])
+        start += x.shape[ax]
+    return tuple(out)
+
+
+def _concat_jvp(node, y, xs, ts):
+    parts = [(t if t is not None else T.zeros(x.shape, x.dtype)).node for x, t in zip(xs, ts)]
+    return Value(make_node(Op.CONCAT, tuple(parts), node.attrs))
+
+
+def _diagonal_vjp(node, y, xs, g):
+    """The diagonal's entry d sits at row d (offset >= 0) or column d (offset < 0): g padded
+    with zeros to that axis's length, times the offset identity (memory of the input's size;
+    a dense (n1, n2, length) selection tensor was cubic)."""
+    (x,) = xs
+    offset, a1, a2 = node.attrs
+    n1, n2 = x.shape[a1], x.shape[a2]
+    along, n = (a1, n1) if offset >= 0 else (a2, n2)
+    length = y.shape[-1]
+    whole = tuple((0, s, 1) for s in g.shape[:-1])
+    spec = whole + (((0, length, 1),) if length else ((0, 0, 1),))
+    padded = scatter(g, spec, g.shape[:-1] + (n,))
+    nd = x.ndim
+    rest = [i for i in range(nd) if i not in (a1, a2)]
+    eye = T.eye(n1, n2, offset, dtype=g.dtype)
+    return (T.einsum([padded, eye], [rest + [along], [a1, a2]], list(range(nd))),)
+
+
+# ---- registration ----------------------------------------------------------------------------
+
+register_op(
+    Op.RESHAPE,
+    OpKind.MOVEMENT,
+    _reshape_infer,
+    lambda xs, at: xs[0].reshape(at.shape),
+    1,
+    attrs=ShapeAttrs,
+    vjp=_reshape_vjp,
+    jvp=linear_jvp,
+    check_attrs=_check_shape_attr,
+    fmt=lambda at: f"[{at.shape}]",
+    cost=_no_cost,
+)
+register_op(
+    Op.TRANSPOSE,
+    OpKind.MOVEMENT,
+    _transpose_infer,
+    lambda xs, at: xs[0].transpose(at.perm),
+    1,
+    attrs=PermAttrs,
+    vjp=_transpose_vjp,
+    jvp=linear_jvp,
+    check_attrs=_check_perm,
+    fmt=lambda at: f"[{list(at.perm)}]",
+    cost=_no_cost,
+)
+register_op(
+    Op.BROADCAST,
+    OpKind.MOVEMENT,
+    _broadcast_infer,
+    lambda xs, at: np.broadcast_to(xs[0], at.shape),
+    1,
+    attrs=ShapeAttrs,
+    vjp=_broadcast_vjp,
+    jvp=linear_jvp,
+    check_attrs=_check_shape_attr,
+    fmt=lambda at: f"[{at.shape}]",
+    cost=_no_cost,
+)
+register_op(
+    Op.SLICE,
+    OpKind.MOVEMENT,
+    _slice_infer,
+    _slice_ref,
+    1,
+    attrs=SliceAttrs,
+    vjp=_slice_vjp,
+    jvp=linear_jvp,
+    check_attrs=_check_slice,
+    fmt=lambda at: f"[{spec_text(at.spec)}]",
+    cost=_no_cost,
+)
+register_op(
+    Op.SLICE_SCATTER,
+    OpKind.MOVEMENT,
+    _slice_scatter_infer,
+    _slice_scatter_ref,
+    1,
+    attrs=SliceScatterAttrs,
+    vjp=_slice_scatter_vjp,
+    jvp=linear_jvp,
+    check_attrs=_check_slice_scatter,
+    fmt=lambda at: f"[into {at.shape} at {spec_text(at.spec)}]",
+    cost=_no_cost,
+)
+register_op(
+    Op.CONCAT,
+    OpKind.MOVEMENT,
+    _concat_infer,
+    lambda xs, at: np.concatenate(xs, axis=at.axis),
+    None,
+    attrs=ConcatAttrs,
+    vjp=_concat_vjp,
+    jvp=_concat_jvp,
+    check_attrs=_check_concat,
+    fmt=lambda at: f"[axis={at.axis}]",
+    cost=_no_cost,
+)
+register_op(
+    Op.DIAGONAL,
+    OpKind.MOVEMENT,
+    _diagonal_infer,
+    lambda xs, at: np.diagonal(xs[0], at.offset, at.axis1, at.axis2),
+    1,
+    attrs=DiagonalAttrs,
+    vjp=_diagonal_vjp,
+    jvp=linear_jvp,
+    check_attrs=check_diagonal,
+    fmt=diagonal_text,
+    cost=_no_cost,
+)
+register_op(
+    Op.LAYOUT,
+    OpKind.MOVEMENT,
+    _layout_infer,
+    _layout_ref,
+    1,
+    attrs=PermAttrs,
+    vjp=lambda node, y, xs, g: (g,),  # values unchanged: so is the cotangent
+    jvp=linear_jvp,
+    check_attrs=_check_perm,
+    cost=_no_cost,
+)

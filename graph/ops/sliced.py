@@ -1,7 +1,7 @@
 """SLICED: a contraction network run one slice at a time (emitted by contraction_order when a
 ``memory_limit`` calls for it).
 
-attrs = (terms, out, sliced, path, wrt)
+attrs: :class:`SlicedAttrs` (terms, out, sliced, path, wrt)
 
 - ``terms``: one tuple of int labels per operand; ``out``: the output labels.
 - ``sliced``: ``((label, size), ...)``, the indices fixed in each slice. The network runs once
@@ -23,6 +23,9 @@ Everything here is pure graph-level: the per-slice network (``inner_network``) i
 of pairwise EINSUM nodes on placeholders; the NumPy reference interprets it slice by slice, and
 the runtime (runtime/sliced.py) optimizes and compiles it once per backend and spreads slices
 over threads, devices or a Dask cluster.
+
+The helpers below that take ``attrs`` also take a plain tuple (the order and slicing searches
+cost candidate attrs before any node exists).
 """
 
 from __future__ import annotations
@@ -31,12 +34,25 @@ import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
-from tenloom.graph.errors import ShapeError, fmt_shape
+from tenloom.graph.autodiff import differentiable, jvp_nodes, vjp_nodes
+from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
-from tenloom.graph.node import Node
-from tenloom.graph.ops.registry import OPS, Op, OpKind, as_array, register_op, register_vjp
+from tenloom.graph.node import Node, make_node
+from tenloom.graph.ops.checks import BadFormat, check_arity, check_ints
+from tenloom.graph.ops.registry import OPS, Op, OpKind, as_array, register_op
+from tenloom.graph.value import V as T
+from tenloom.graph.value import Value
+
+
+class SlicedAttrs(NamedTuple):
+    terms: tuple[tuple[int, ...], ...]  # each operand's labels
+    out: tuple[int, ...]  # the output's labels
+    sliced: tuple[tuple[int, int], ...]  # (label, size) of each sliced index
+    path: tuple[tuple[int, int], ...]  # the SSA path each slice runs
+    wrt: tuple[int, ...] | None  # None: the value; else a derivative sweep (see above)
 
 
 def forward_positions(wrt) -> tuple[int, ...] | None:
@@ -81,13 +97,15 @@ def pairwise_network(nodes, terms, out, path):
 
 
 def n_slices(attrs: tuple) -> int:
-    return math.prod(size for _, size in attrs[2])
+    terms, out, sliced, path, wrt = attrs
+    return math.prod(size for _, size in sliced)
 
 
 def slice_values(attrs: tuple, k: int) -> dict:
     """label -> value of the sliced indices in slice ``k`` (mixed radix, last index fastest)."""
+    terms, out, sliced, path, wrt = attrs
     vals = {}
-    for lab, size in reversed(attrs[2]):
+    for lab, size in reversed(sliced):
         k, vals[lab] = divmod(k, size)
     return vals
 
@@ -116,7 +134,6 @@ class InnerNetwork:
 
 @functools.lru_cache(maxsize=128)
 def inner_network(attrs: tuple, shapes: tuple, dtypes: tuple) -> InnerNetwork:
-    from tenloom.graph.autodiff import vjp_nodes
     from tenloom.graph.build import placeholder, zeros
 
     terms, out, sliced, path, wrt = attrs
@@ -133,8 +150,6 @@ def inner_network(attrs: tuple, shapes: tuple, dtypes: tuple) -> InnerNetwork:
         return InnerNetwork(Graph((res,)), tuple(leaves))
     fwd = forward_positions(wrt)
     if fwd is not None:
-        from tenloom.graph.autodiff import jvp_nodes
-
         tangents = [
             placeholder(leaves[k].shape, dtypes[len(terms) + j], name=f"slice_tangent{k}")
             for j, k in enumerate(fwd)
@@ -298,18 +313,59 @@ def _ref(xs, attrs):
     return acc
 
 
-register_op(Op.SLICED, OpKind.CONTRACTION, _infer, _ref, None)
+# ---- cost, attribute check, dump text -------------------------------------------------------
+
+
+def _cost(node) -> int:
+    """The multiply-adds of one slice's network, times the number of slices."""
+    inner = inner_for(node).graph
+    return n_slices(node.attrs) * sum(OPS[n.op].cost(n) for n in inner.order)
+
+
+def _check(ins, at, op):
+    """SLICED attrs (terms, out, sliced, path, wrt): its rule checks the sizes and the path's
+    range; here the types, and that the path is a proper tree (each operand and intermediate
+    read exactly once, never paired with itself)."""
+    terms, out, sliced, path, wrt = check_arity(at, SlicedAttrs, op)
+    if type(terms) is not tuple or type(sliced) is not tuple or type(path) is not tuple:
+        raise BadFormat("sliced: terms, sliced indices and path must be tuples")
+    for t in terms:
+        check_ints(t, "sliced: labels", 0)
+    check_ints(out, "sliced: output labels", 0)
+    labels = [check_ints(p, "sliced: (label, size)", 0) for p in sliced]
+    if any(len(p) != 2 or p[1] < 1 for p in labels) or len({p[0] for p in labels}) != len(labels):
+        raise BadFormat(f"sliced: sliced indices {sliced} must be distinct (label, size >= 1)")
+    n, read = len(terms), set()
+    for s, pair in enumerate(path):
+        pair = check_ints(pair, "sliced: path step", 0, n + s)
+        if len(pair) != 2 or pair[0] == pair[1] or read & set(pair):
+            raise BadFormat(f"sliced: path {path} is not a contraction tree over {n} operands")
+        read |= set(pair)
+    if n and read != set(range(n + len(path) - 1)):
+        raise BadFormat(f"sliced: path {path} leaves operands uncontracted")
+    if wrt is not None:  # operand positions (reverse sweep), or -1 - position (forward mode)
+        k = check_ints(wrt, "sliced: wrt", -n, n)
+        if len(set(k)) != len(k) or not k or (min(k) < 0 <= max(k)):
+            raise BadFormat(f"sliced: wrt {wrt} repeats an operand or mixes the two modes")
+
+
+def sweep_text(wrt) -> str:
+    """How a SLICED node's attrs name its derivative sweep, if it runs one."""
+    if wrt is None:
+        return ""
+    return ", forward mode" if forward_positions(wrt) is not None else ", reverse sweep"
+
+
+def _fmt(at: SlicedAttrs) -> str:
+    return f"[{n_slices(at)} slices{sweep_text(at.wrt)}]"
+
+
+# ---- differentiation -------------------------------------------------------------------------
 
 
 def _vjp(node, y, xs, g):
     """The reverse sweep, sliced the same way: one SLICED node with ``wrt`` = the floating
     operands, whose flat value is split back into one cotangent per operand."""
-    from tenloom.graph.autodiff import differentiable
-    from tenloom.graph.errors import DTypeError
-    from tenloom.graph.node import make_node
-    from tenloom.graph.value import V as api
-    from tenloom.graph.value import Value
-
     terms, out, sliced, path, wrt = node.attrs
     if wrt is not None:
         raise DTypeError("vjp: a sliced network's derivative sweep cannot be differentiated again")
@@ -323,9 +379,35 @@ def _vjp(node, y, xs, g):
     off = 0
     for k in pos:
         size = xs[k].size
-        cts[k] = api.reshape(flat[off : off + size], xs[k].shape)
+        cts[k] = T.reshape(flat[off : off + size], xs[k].shape)
         off += size
     return tuple(cts)
 
 
-register_vjp(Op.SLICED, _vjp)
+def _jvp(node, y, xs, ts):
+    """Forward mode, sliced the same way: one SLICED node carrying the tangents through each
+    slice's tree (not one network per operand with a tangent)."""
+    terms, out, sliced, path, wrt = node.attrs
+    if wrt is not None:
+        raise DTypeError("jvp: a sliced network's derivative sweep cannot be differentiated")
+    pos = tuple(k for k, t in enumerate(ts) if t is not None)
+    if not pos:
+        return None
+    ins = tuple(x.node for x in xs) + tuple(ts[k].node for k in pos)
+    attrs = (terms, out, sliced, path, tuple(-1 - k for k in pos))
+    return Value(make_node(Op.SLICED, ins, attrs))
+
+
+register_op(
+    Op.SLICED,
+    OpKind.CONTRACTION,
+    _infer,
+    _ref,
+    None,
+    attrs=SlicedAttrs,
+    vjp=_vjp,
+    jvp=_jvp,
+    cost=_cost,
+    check_attrs=_check,
+    fmt=_fmt,
+)

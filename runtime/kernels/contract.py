@@ -2,7 +2,7 @@
 and shape worked out once per node, operand copies planned by ``copy_plan`` (timed on the first
 call where ``tune`` allows) and written into pooled buffers where the backend gives them.
 
-The op itself (attrs, shape rule, NumPy reference) is defined in graph/ops_contract.py.
+The op itself (attrs, shape rule, NumPy reference) is defined in graph/ops/contract.py.
 """
 
 from __future__ import annotations
