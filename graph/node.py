@@ -67,9 +67,6 @@ class Node:
 
 _set = object.__setattr__
 _as_record = tuple.__new__  # (record class, tuple): NamedTuple._make without its Python frame
-# Keys hold an int per op rather than the Enum member, so a key of plain ints and tuples is
-# untracked by the cyclic GC after its first collection (that GC work dominated tracing).
-_CODE = {op: i for i, op in enumerate(Op)}
 
 
 def _user_source() -> tuple[str, int] | None:
@@ -87,7 +84,9 @@ def make_node(op: Op, inputs: tuple[Node, ...] = (), attrs: tuple = ()) -> Node:
 
     ``attrs`` may be a plain tuple: the new node holds it as the op's attrs record
     (``OpDef.attrs``), which hashes and compares as the tuple, so either finds the node."""
-    key = (_CODE[op], attrs, *map(id, inputs))
+    # the op's code, not the op: a key of plain ints and tuples is untracked by the cyclic GC
+    # after its first collection (that GC work dominated tracing)
+    key = (op.code, attrs, *map(id, inputs))
     ref = _INTERN.get(key)
     if ref is not None:
         node = ref()

@@ -229,21 +229,28 @@ class Value:
         return type(self)(_b.greater_equal(self, o))
 
 
-# every builder returning a Value: the namespace differentiation rules compute with. Made here
-# and filled below, once build (which imports Value and the op modules) is loaded: the op
-# modules bind it while build imports them.
+# graph.build, bound (with ``V``) by graph/ops/__init__.py once every op and builder is
+# registered: no Value exists before that, so the methods above never see it unbound
+_b = None
+
+# every builder returning a Value: the namespace differentiation rules compute with
 V = types.SimpleNamespace()
 
-from tenloom.graph import build as _b  # noqa: E402  (build imports Value)
 
-
-def lifted(cls: type, fn):
+def lifted(cls: type, fn, name: str | None = None):
     """``fn`` (a builder returning a node) returning a ``cls`` wrapping that node."""
 
     def wrapper(*args, **kwargs):
         return cls(fn(*args, **kwargs))
 
-    return functools.update_wrapper(wrapper, fn)
+    functools.update_wrapper(wrapper, fn)
+    if name is not None:
+        wrapper.__name__ = wrapper.__qualname__ = name
+    return wrapper
 
 
-vars(V).update({name: lifted(Value, getattr(_b, name)) for name in _b.BUILDERS})
+def bind(build) -> None:
+    """Give Value its builders (graph.build) and fill ``V`` from the registry."""
+    global _b
+    _b = build
+    vars(V).update({name: lifted(Value, fn, name) for name, fn in build.BUILDERS.items()})

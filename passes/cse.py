@@ -32,7 +32,6 @@ COMMUTATIVE = frozenset({Op.ADD, Op.MUL, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR})
 
 
 _SAMPLE = 1 << 16  # bytes of a big constant that go into its fingerprint
-_CODES = {op: i for i, op in enumerate(Op)}
 _ATTR_KEYS: dict = {}  # attrs -> stable int (a digest of their repr), shared across runs
 
 
@@ -87,7 +86,7 @@ def cse(graph: Graph, ctx: PassContext) -> Graph:
             kids.sort()
         # a tuple of ints hashes the same in every process (unlike strings)
         key = _attrs_key(node, consts)
-        fp[id(node)] = hash((_CODES[node.op], node.shape, node.dtype.num, key, *kids))
+        fp[id(node)] = hash((node.op.code, node.shape, node.dtype.num, key, *kids))
         return node
 
     res = map_graph(graph, fn)

@@ -27,17 +27,17 @@ __all__ = [
     "register_vjp",
 ]
 
-# The families, each registering its ops when imported. After the names above are bound, since
-# node, value and build import them from here; and after value: it loads build, which loads the
-# leaf and movement families, whose rules import the helpers of graph/autodiff.py, which imports
-# value's names (bound before value loads build).
-from tenloom.graph import value  # noqa: E402, F401, I001
-from tenloom.graph.ops import (  # noqa: E402, F401
-    contract,
-    elementwise,
-    fused,
-    leaf,
-    movement,
-    reduce,
-    sliced,
-)
+# The families, each defining its ops and registering their rules and builders when imported,
+# in this order (an op's code is its position in it, the same in every process): each family
+# may use the ones above it at import time. After the names above are bound, since node, value
+# and the families import them from here.
+from tenloom.graph.ops import leaf  # noqa: E402, F401, I001
+from tenloom.graph.ops import elementwise  # noqa: E402, F401
+from tenloom.graph.ops import reduce  # noqa: E402, F401
+from tenloom.graph.ops import movement  # noqa: E402, F401
+from tenloom.graph.ops import contract  # noqa: E402, F401
+from tenloom.graph.ops import fused  # noqa: E402, F401
+from tenloom.graph.ops import sliced  # noqa: E402, F401
+from tenloom.graph import build, value  # noqa: E402
+
+value.bind(build)

@@ -12,28 +12,48 @@ Cost is counted in multiply-adds (passes/cost.py turns them into flops).
 
 from __future__ import annotations
 
+import builtins
 import math
+import operator
 import string
 from collections import Counter
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
+from tenloom.graph import einsum as _einsum
 from tenloom.graph.autodiff import add_all, linear_jvp
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.einsum import einsum_ref
-from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
-from tenloom.graph.node import make_node
+from tenloom.graph.errors import (
+    DTypeError,
+    OptionTypeError,
+    ShapeError,
+    fmt_shape,
+)
+from tenloom.graph.node import Node, make_node
+from tenloom.graph.ops.args import _axis_pair, _offset, int_arg, normalize_axes
 from tenloom.graph.ops.checks import BadFormat, check_arity, check_ints, check_no_attrs
-from tenloom.graph.ops.elementwise import broadcast_shapes
+from tenloom.graph.ops.elementwise import broadcast_shapes, multiply
+from tenloom.graph.ops.leaf import lift
 from tenloom.graph.ops.movement import (
     DiagonalAttrs,
     check_diagonal,
     diagonal_shape,
     diagonal_text,
+    reshape,
+    squeeze,
 )
-from tenloom.graph.ops.registry import Op, OpKind, as_array, register_op
+from tenloom.graph.ops.registry import Op, OpKind, as_array, builder, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
+
+# the ops of this family, defined before anything refers to them
+Op.define("EINSUM", "einsum")
+Op.define("MATMUL", "matmul")
+Op.define("TENSORDOT", "tensordot")
+Op.define("TRACE", "trace")
+Op.define("CONTRACT", "contract")
 
 
 class EinsumAttrs(NamedTuple):
@@ -459,3 +479,102 @@ register_op(
     check_attrs=_check_contract,
     fmt=lambda at: f"[{einsum_text((at.a_labels, at.b_labels), at.out)}]",
 )
+
+
+# ---- builders ---------------------------------------------------------------------------
+
+
+def lift_operands(operands) -> tuple[list[Node], list[tuple[int, ...]]]:
+    """einsum's operands as nodes, and their shapes (what ``parse`` needs)."""
+    # Python scalars are operands like any other, as numpy.einsum makes them arrays first
+    # (np.asarray(3) is int64): not weak scalars, so einsum("i,->i", int8, 3) is int64 there
+    nodes = [lift(o, "einsum") for o in operands]
+    return nodes, [nd.shape for nd in nodes]
+
+
+def einsum_spec(nodes: Sequence[Node], spec: _einsum.EinsumSpec) -> Node:
+    """The EINSUM node of lifted operands and a parsed specification (tenloom/einsum.py parses
+    the string and sublist forms): labels renumbered, size-1 broadcast axes squeezed away."""
+    nodes = list(nodes)
+    in_labels, out, squeeze_axes, _ = _einsum.normalize(spec, [n.shape for n in nodes])
+    for k, drop in enumerate(squeeze_axes):
+        if drop:
+            nodes[k] = squeeze(nodes[k], drop)
+    return make_node(Op.EINSUM, tuple(nodes), (in_labels, out))
+
+
+@builder(public=False)
+def einsum(operands: Sequence[Any], terms: Sequence[Sequence], output: Sequence) -> Node:
+    """Einstein summation of ``operands`` over hashable labels: ``terms[k]`` labels operand k's
+    axes (a label repeated within one term takes a diagonal), ``output`` the result's."""
+    nodes, _ = lift_operands(operands)
+    spec = _einsum.EinsumSpec(tuple(tuple(t) for t in terms), tuple(output), "<einsum>")
+    return einsum_spec(nodes, spec)
+
+
+@builder
+def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Node:
+    n = lift(x, "trace")
+    a1, a2 = _axis_pair(n, axis1, axis2, "trace")
+    return make_node(Op.TRACE, (n,), (_offset(offset, n, a1, a2, "trace"), a1, a2))
+
+
+@builder
+def matmul(a, b) -> Node:
+    an, bn = lift(a, "matmul"), lift(b, "matmul")
+    return make_node(Op.MATMUL, (an, bn))
+
+
+@builder
+def tensordot(a, b, axes: Any = 2) -> Node:
+    an, bn = lift(a, "tensordot"), lift(b, "tensordot")
+    if isinstance(axes, (float, np.floating)):  # NumPy: TypeError
+        raise OptionTypeError(f"tensordot: axes {axes!r} is not an int or a pair")
+    if isinstance(axes, (int, np.integer)):
+        k = operator.index(axes)
+        if k < 0 or k > an.ndim or k > bn.ndim:
+            raise ShapeError(
+                f"tensordot: cannot contract {k} axes of shapes {fmt_shape(an.shape)} and "
+                f"{fmt_shape(bn.shape)}"
+            )
+        axa, axb = tuple(range(an.ndim - k, an.ndim)), tuple(range(k))
+    else:
+        try:
+            xa, xb = axes
+        except (TypeError, ValueError):
+            raise ShapeError(f"tensordot: axes {axes!r} must be an int or a pair") from None
+        xa = [xa] if not isinstance(xa, (list, tuple, range, np.ndarray)) else list(xa)
+        xb = [xb] if not isinstance(xb, (list, tuple, range, np.ndarray)) else list(xb)
+        xa = [int_arg(x, "tensordot", "axis") for x in xa]
+        xb = [int_arg(x, "tensordot", "axis") for x in xb]
+        if len(xa) != len(xb):
+            raise ShapeError(f"tensordot: axes {axes!r} pair lists of different lengths")
+        axa = tuple(normalize_axes([a], an.ndim, "tensordot", an.shape)[0] for a in xa)
+        axb = tuple(normalize_axes([b], bn.ndim, "tensordot", bn.shape)[0] for b in xb)
+        if len(set(axa)) != len(axa) or len(set(axb)) != len(axb):
+            raise ShapeError(f"tensordot: repeated axis in {axes!r}")
+    return make_node(Op.TENSORDOT, (an, bn), (axa, axb))
+
+
+@builder
+def dot(a, b) -> Node:
+    """``numpy.dot``: a product for scalars, matmul up to 2-D, tensordot over (-1, -2) beyond."""
+    an, bn = lift(a, "dot"), lift(b, "dot")
+    if an.ndim == 0 or bn.ndim == 0:
+        return multiply(an, bn)
+    if an.ndim <= 2 and bn.ndim <= 2:
+        return matmul(an, bn)
+    return tensordot(an, bn, ([an.ndim - 1], [builtins.max(bn.ndim - 2, 0)]))
+
+
+@builder
+def outer(a, b) -> Node:
+    return einsum([reshape(a, (-1,)), reshape(b, (-1,))], [[0], [1]], [0, 1])
+
+
+@builder
+def inner(a, b) -> Node:
+    an, bn = lift(a, "inner"), lift(b, "inner")
+    if an.ndim == 0 or bn.ndim == 0:
+        return multiply(an, bn)
+    return tensordot(an, bn, ([an.ndim - 1], [bn.ndim - 1]))

@@ -18,15 +18,66 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from tenloom.graph.autodiff import Tangent, add_all, linear_jvp, unbroadcast
-from tenloom.graph.dtypes import _SUPPORTED_SET
-from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
+from tenloom.graph.dtypes import _SUPPORTED_SET, normalize_dtype
+from tenloom.graph.errors import (
+    ConcretizationError,
+    DTypeError,
+    ShapeError,
+    fmt_shape,
+)
+from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops.checks import check_arity, check_dtype, check_no_attrs
-from tenloom.graph.ops.registry import Op, OpKind, register_op
+from tenloom.graph.ops.leaf import (
+    _SCALARS,
+    _lift_pair,
+    asarray,
+    full,
+    full_node,
+    lift,
+    scalar_node,
+)
+from tenloom.graph.ops.registry import Op, OpKind, builder, register_op
 from tenloom.graph.value import V as T
+from tenloom.graph.value import Value
+
+# the ops of this family, defined before anything refers to them
+Op.define("NEG", "neg")
+Op.define("ABS", "abs")
+Op.define("EXP", "exp")
+Op.define("LOG", "log")
+Op.define("SQRT", "sqrt")
+Op.define("SIN", "sin")
+Op.define("COS", "cos")
+Op.define("TANH", "tanh")
+Op.define("SIGN", "sign")
+Op.define("CONJ", "conj")
+Op.define("REAL", "real")
+Op.define("IMAG", "imag")
+Op.define("INVERT", "invert")
+Op.define("CAST", "cast")
+Op.define("ADD", "add")
+Op.define("SUB", "sub")
+Op.define("MUL", "mul")
+Op.define("DIV", "div")
+Op.define("FLOORDIV", "floordiv")
+Op.define("MOD", "mod")
+Op.define("POW", "pow")
+Op.define("MAXIMUM", "maximum")
+Op.define("MINIMUM", "minimum")
+Op.define("EQ", "eq")
+Op.define("NE", "ne")
+Op.define("LT", "lt")
+Op.define("LE", "le")
+Op.define("GT", "gt")
+Op.define("GE", "ge")
+Op.define("AND", "and")
+Op.define("OR", "or")
+Op.define("XOR", "xor")
+Op.define("WHERE", "where")
 
 UNARY: dict[Op, Callable] = {
     Op.NEG: np.negative,
@@ -432,3 +483,322 @@ register_op(
     cost=_elements,
     check_attrs=check_no_attrs,
 )
+
+
+# ---- builders ---------------------------------------------------------------------------
+
+
+def _unary(op: Op, x: Any) -> Node:
+    return make_node(op, (lift(x, op.value),))
+
+
+def _binary(op: Op, a: Any, b: Any) -> Node:
+    if isinstance(a, Value):
+        if isinstance(b, Value):
+            return make_node(op, (a.node, b.node))
+        tb = type(b)
+        if tb is float or tb is int:  # the hot path of traced loops: x * 0.5
+            return make_node(op, (a.node, scalar_node(b, a.node.dtype, op)))
+    return make_node(op, _lift_pair(a, b, op.value))
+
+
+@builder
+def negative(x):
+    return _unary(Op.NEG, x)
+
+
+@builder
+def abs_(x):  # noqa: A001 - NumPy's name
+    return _unary(Op.ABS, x)
+
+
+builder(abs_, "absolute")
+
+
+@builder
+def exp(x):
+    return _unary(Op.EXP, x)
+
+
+@builder
+def log(x):
+    return _unary(Op.LOG, x)
+
+
+@builder
+def sqrt(x):
+    return _unary(Op.SQRT, x)
+
+
+@builder
+def sin(x):
+    return _unary(Op.SIN, x)
+
+
+@builder
+def cos(x):
+    return _unary(Op.COS, x)
+
+
+@builder
+def tanh(x):
+    return _unary(Op.TANH, x)
+
+
+@builder
+def sign(x):
+    return _unary(Op.SIGN, x)
+
+
+@builder
+def conj(x):
+    n = lift(x, "conj")
+    if n.dtype.kind == "b":
+        return astype(n, "int8")  # NumPy's conjugate of booleans is int8
+    return n if n.dtype.kind != "c" else make_node(Op.CONJ, (n,))
+
+
+builder(conj, "conjugate")
+
+
+@builder
+def real(x):
+    n = lift(x, "real")
+    return n if n.dtype.kind != "c" else make_node(Op.REAL, (n,))
+
+
+@builder
+def imag(x):
+    return _unary(Op.IMAG, x)
+
+
+@builder
+def invert(x):
+    return _unary(Op.INVERT, x)
+
+
+@builder
+def add(a, b):
+    return _binary(Op.ADD, a, b)
+
+
+@builder
+def subtract(a, b):
+    return _binary(Op.SUB, a, b)
+
+
+@builder
+def multiply(a, b):
+    return _binary(Op.MUL, a, b)
+
+
+@builder
+def divide(a, b):
+    return _binary(Op.DIV, a, b)
+
+
+builder(divide, "true_divide")
+
+
+@builder
+def floor_divide(a, b):
+    return _binary(Op.FLOORDIV, a, b)
+
+
+@builder
+def remainder(a, b):
+    return _binary(Op.MOD, a, b)
+
+
+@builder
+def power(a, b):
+    return _binary(Op.POW, a, b)
+
+
+@builder(public=False)
+def operator_power(x: Any, e: Any) -> Node:
+    """``x ** e`` as NumPy's ``**`` operator computes it: for a Python scalar exponent it takes
+    fast paths that are not ``np.power`` on special values (``(1+infj) ** 0.5`` is sqrt's
+    inf+infj, power's inf+nanj) or in dtype (``bool_array ** 2`` is square's int8, power's
+    int64): an inexact array to 0.5 is ``sqrt``, any array to the int 2 is ``x * x`` (bool
+    squared as int8). Everything else is ``power`` (for complex ``x ** -1`` NumPy's operator
+    takes ``np.reciprocal``, which tenloom has no op for: docs/reliability.md)."""
+    if type(e) in (int, float) and e in (0.5, 2):
+        kind = x.dtype.kind
+        if e == 0.5 and kind in "fc":
+            return sqrt(x)
+        if type(e) is int and e == 2:  # complex ** 2.0 is NumPy's power again
+            base = astype(x, "int8") if kind == "b" else x
+            return multiply(base, base)
+    return power(x, e)
+
+
+@builder
+def maximum(a, b):
+    return _binary(Op.MAXIMUM, a, b)
+
+
+@builder
+def minimum(a, b):
+    return _binary(Op.MINIMUM, a, b)
+
+
+# op -> (result when a Python int lies above every value of the array's integer dtype, below)
+_BEYOND = {
+    Op.EQ: (False, False),
+    Op.NE: (True, True),
+    Op.LT: (True, False),
+    Op.LE: (True, False),
+    Op.GT: (False, True),
+    Op.GE: (False, True),
+}
+
+
+_MIRROR = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE, Op.EQ: Op.EQ, Op.NE: Op.NE}
+
+
+_WIDE_INTS = tuple((np.iinfo(d).min, np.iinfo(d).max, np.dtype(d)) for d in ("int64", "uint64"))
+
+
+_INT_RANGES: dict[np.dtype, tuple[int, int]] = {}
+
+
+def _int_range(dt: np.dtype) -> tuple[int, int]:
+    r = _INT_RANGES.get(dt)
+    if r is None:
+        info = np.iinfo(dt)
+        r = _INT_RANGES[dt] = (int(info.min), int(info.max))
+    return r
+
+
+def _compare_beyond(op: Op, n: Node, value: int) -> Node | None:
+    """``n <op> value`` for a Python int outside the range of n's integer dtype, which NumPy 2
+    compares by its true value (``int32_array < 2**40`` is all True) where arithmetic would
+    raise: the int takes int64 or uint64 when it fits one of them (NumPy compares mixed
+    integer dtypes exactly), else the result follows from its sign alone. None when ``value``
+    fits n's dtype (the ordinary NEP 50 path)."""
+    if n.dtype.kind not in "iu":
+        return None
+    lo, hi = _int_range(n.dtype)
+    if lo <= value <= hi:
+        return None
+    for lo, hi, wide in _WIDE_INTS:
+        if lo <= value <= hi:
+            return make_node(op, (n, full_node((), value, wide, op.value)))
+    from tenloom.graph.ops.movement import broadcast_to  # a later family
+
+    return broadcast_to(full((), _BEYOND[op][0 if value > 0 else 1], "bool"), n.shape)
+
+
+def _compare(op: Op, a: Any, b: Any) -> Node:
+    """A comparison (NEP 50, with NumPy 2's exact comparison of out-of-range Python ints)."""
+    if type(b) is int and not isinstance(a, _SCALARS):
+        an = lift(a, op.value)
+        out = _compare_beyond(op, an, b)
+        return out if out is not None else _binary(op, an, b)
+    if type(a) is int and not isinstance(b, _SCALARS):
+        bn = lift(b, op.value)
+        out = _compare_beyond(_MIRROR[op], bn, a)
+        return out if out is not None else _binary(op, a, bn)
+    return _binary(op, a, b)
+
+
+@builder
+def equal(a, b):
+    return _compare(Op.EQ, a, b)
+
+
+@builder
+def not_equal(a, b):
+    return _compare(Op.NE, a, b)
+
+
+@builder
+def less(a, b):
+    return _compare(Op.LT, a, b)
+
+
+@builder
+def less_equal(a, b):
+    return _compare(Op.LE, a, b)
+
+
+@builder
+def greater(a, b):
+    return _compare(Op.GT, a, b)
+
+
+@builder
+def greater_equal(a, b):
+    return _compare(Op.GE, a, b)
+
+
+@builder
+def bitwise_and(a, b):
+    return _binary(Op.AND, a, b)
+
+
+@builder
+def bitwise_or(a, b):
+    return _binary(Op.OR, a, b)
+
+
+@builder
+def bitwise_xor(a, b):
+    return _binary(Op.XOR, a, b)
+
+
+@builder
+def where(condition, x=None, y=None) -> Node:
+    """Elementwise ``x`` where ``condition`` else ``y`` (NumPy's three-argument form)."""
+    if x is None or y is None:
+        # NumPy's one-argument form is nonzero(condition): its shape depends on the values
+        raise ConcretizationError(
+            "where: give condition, x and y; where(condition) alone is nonzero(condition), "
+            "whose shape depends on the values (evaluate the condition first)"
+        )
+    c = lift(condition, "where")
+    xn, yn = _lift_pair(x, y, "where")
+    return make_node(Op.WHERE, (c, xn, yn))
+
+
+@builder
+def clip(a, a_min=None, a_max=None) -> Node:
+    """``minimum(maximum(a, a_min), a_max)``; either bound may be None (both: ``a``, as NumPy 2)."""
+    out = asarray(a)
+    if a_min is None and a_max is None:
+        if out.dtype.kind == "b":  # NumPy runs np.positive then, which has no bool loop
+            raise DTypeError("clip: a bool array with both bounds None (NumPy has no loop)")
+        return out
+    if out.dtype.kind in "iu":
+        # as NumPy 2 (numpy/_core/_methods.py _clip): a Python int bound at or beyond the int
+        # dtype's range is no bound, decided before any promotion
+        lo, hi = _int_range(out.dtype)
+        if type(a_min) is int and a_min <= lo:
+            a_min = None
+        if type(a_max) is int and a_max >= hi:
+            a_max = None
+        if a_min is None and a_max is None:
+            return out
+    # then NumPy's clip runs in the dtype of all three together (a float bound makes an int
+    # array float64 first, a complex one a float16 array complex64: -2**31 is then a bound,
+    # not float16's -inf)
+    scalars = [b for b in (a_min, a_max) if b is not None and isinstance(b, _SCALARS)]
+    if scalars:
+        common = np.result_type(out.dtype, *scalars)
+        if common != out.dtype and common in _SUPPORTED_SET:
+            out = astype(out, common)
+    if a_min is not None:
+        out = maximum(out, a_min)
+    if a_max is not None:
+        out = minimum(out, a_max)
+    return out
+
+
+@builder
+def astype(x, dtype) -> Node:
+    n = lift(x, "astype")
+    dt = normalize_dtype(dtype, "astype")
+    if dt == n.dtype:
+        return n
+    return make_node(Op.CAST, (n,), (dt.str,))

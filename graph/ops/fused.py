@@ -26,6 +26,9 @@ from tenloom.graph.ops.checks import (
 )
 from tenloom.graph.ops.registry import OPS, Op, OpKind, as_array, register_op, typed_attrs
 
+# the ops of this family, defined before anything refers to them
+Op.define("FUSED", "fused")
+
 MAX_FUSED_STEPS = 4096  # of a program read from a file
 
 

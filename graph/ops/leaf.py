@@ -6,14 +6,31 @@ and ``eye`` are allocated when they run).
 
 from __future__ import annotations
 
+import itertools
+import operator
 import os
 import secrets
-import threading
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
+from tenloom.graph.dtypes import _SUPPORTED_SET, normalize_dtype
+from tenloom.graph.errors import (
+    DTypeError,
+    ShapeError,
+    fmt_shape,
+)
+from tenloom.graph.node import Node, make_node
+from tenloom.graph.ops.args import _shape_arg
 from tenloom.graph.ops.checks import BadFormat, check_arity, check_dtype, check_int, check_shape
-from tenloom.graph.ops.registry import Op, OpKind, register_op
+from tenloom.graph.ops.registry import Op, OpKind, builder, register_op
+from tenloom.graph.value import Value
+
+# the ops of this family, defined before anything refers to them
+Op.define("CONST", "const")
+Op.define("PLACEHOLDER", "placeholder")
+Op.define("FULL", "full")
+Op.define("EYE", "eye")
 
 
 def is_frozen(array) -> bool:
@@ -78,25 +95,28 @@ class Constant:
 # ones new uids). A forked child draws a new session whose counter goes on from its parent's
 # (default names stay distinct), keeping what the parent had issued before the fork.
 _COUNTER_BITS = 40
-_ids_lock = threading.Lock()
-_issued: dict[int, list[int]] = {}  # session -> [first, next) counter values issued here
+# The counter is an itertools.count: its next() is one C call, atomic under the GIL, so two
+# threads never draw the same number and the IR needs no lock.
+_counter = itertools.count()
+_issued: dict[int, list] = {}  # session -> [first, end) counter values (end None: still issuing)
 _session = 0
 
 
 def _new_session(start: int = 0) -> None:
-    global _session
+    """Draw a new session number and start counting its uids from ``start``."""
+    global _session, _counter
     while True:
         s = secrets.randbits(64)
         if s and s not in _issued:
             break
-    _issued[s] = [start, start]
-    _session = s
+    if _session in _issued:
+        _issued[_session][1] = start  # the old session issued [first, start)
+    _issued[s] = [start, None]
+    _session, _counter = s, itertools.count(start)
 
 
 def _after_fork_in_child() -> None:
-    global _ids_lock
-    _ids_lock = threading.Lock()
-    _new_session(_issued[_session][1])
+    _new_session(next(_counter))
 
 
 _new_session()
@@ -106,14 +126,11 @@ if hasattr(os, "register_at_fork"):
 
 def next_placeholder_id() -> int:
     """A placeholder uid never issued before, in this process or any other."""
-    with _ids_lock:
-        span = _issued[_session]
-        if span[1] >> _COUNTER_BITS:
-            _new_session()
-            span = _issued[_session]
-        k = span[1]
-        span[1] = k + 1
-        return (_session << _COUNTER_BITS) | k
+    k = next(_counter)
+    if k >> _COUNTER_BITS:  # 2**40 placeholders: go on in a new session
+        _new_session()
+        return next_placeholder_id()
+    return (_session << _COUNTER_BITS) | k
 
 
 def placeholder_number(uid: int) -> int:
@@ -127,7 +144,11 @@ def issued_here(uid: int) -> bool:
     if type(uid) is not int or uid < 0:
         return False
     span = _issued.get(uid >> _COUNTER_BITS)
-    return span is not None and span[0] <= placeholder_number(uid) < span[1]
+    if span is None:
+        return False
+    # the current session's end is the counter's next value (drawing it skips one number)
+    end = span[1] if span[1] is not None else next(_counter)
+    return span[0] <= placeholder_number(uid) < end
 
 
 def scalar_attrs(value, dtype: np.dtype) -> tuple:
@@ -249,3 +270,168 @@ register_op(
     check_attrs=_check_eye,
     fmt=lambda at: f"[k={at.k}]" if at.k else "",
 )
+
+
+# ---- builders: values and scalars as leaf nodes (lifting), and the leaf ops' builders ----
+
+
+_SCALARS = (bool, int, float, complex)
+
+
+def _const_node(x: Any, what: str = "asarray") -> Node:
+    arr = np.asarray(x)
+    if arr.dtype not in _SUPPORTED_SET:
+        native = arr.dtype.newbyteorder("=")
+        if not arr.dtype.isnative and native in _SUPPORTED_SET:
+            # a non-native byte order (big-endian) is converted, value for value; this one
+            # case copies, so later in-place changes of ``x`` are not seen
+            arr = arr.astype(native)
+        else:
+            normalize_dtype(arr.dtype, what)
+    return make_node(Op.CONST, (), (Constant(arr),))
+
+
+def full_node(shape: tuple[int, ...], value: Any, dtype: np.dtype, op: str = "full") -> Node:
+    try:
+        raw = np.asarray(value, dtype=dtype).tobytes()
+    except (OverflowError, ValueError, TypeError) as e:
+        raise DTypeError(f"{op}: value {value!r} does not fit dtype {dtype} ({e})") from None
+    return make_node(Op.FULL, (), (shape, dtype.str, raw))
+
+
+def lift(x: Any, what: str = "operand") -> Node:
+    """A node for ``x``: Nodes and Values pass through, arrays and scalars become constants."""
+    if type(x) is Node:
+        return x
+    if isinstance(x, Value):
+        return x.node
+    if isinstance(x, _SCALARS):
+        return full_node((), x, np.asarray(x).dtype)
+    if isinstance(x, (np.ndarray, np.generic, list, tuple)):
+        return _const_node(x, what)
+    raise DTypeError(f"{what}: cannot use an object of type {type(x).__name__} as a tensor")
+
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+# (dtype of the other operand, type of the Python scalar) -> the scalar's weak dtype
+_WEAK_DTYPES: dict[tuple, np.dtype] = {}
+
+
+# exact scalar key -> its 0-d FULL node; scalars recur constantly (x * 0.5 in a loop), and
+# building the node once keeps tracing cheap. Bounded: cleared when it grows past 4096.
+_SCALAR_NODES: dict[tuple, Node] = {}
+
+
+def _scalar_key(x: Any, dt: np.dtype) -> tuple:
+    t = type(x)
+    if t is float:
+        return (dt, x.hex())  # exact bits: 0.0 and -0.0 differ, nan matches nan
+    if t is complex:
+        return (dt, x.real.hex(), x.imag.hex())
+    return (dt, t, x)
+
+
+def scalar_node(x: Any, other_dtype: np.dtype, op: Any) -> Node:
+    """A 0-d leaf for Python scalar ``x`` next to an operand of ``other_dtype`` (NEP 50: weak)."""
+    wk = (other_dtype, type(x))
+    dt = _WEAK_DTYPES.get(wk)
+    if (op is Op.DIV or op == "div") and other_dtype.kind in "biu" and type(x) in (int, bool):
+        # true division of integers runs NumPy's float64 loop, and the scalar is converted to
+        # that: uint16_array / 2**40 is fine, though 2**40 does not fit uint16
+        dt = _FLOAT64
+    elif dt is None:
+        dt = np.result_type(other_dtype, x)
+        if dt not in _SUPPORTED_SET:
+            dt = np.asarray(x).dtype
+        _WEAK_DTYPES[wk] = dt
+    key = _scalar_key(x, dt)
+    node = _SCALAR_NODES.get(key)
+    if node is None:
+        node = full_node((), x, dt, getattr(op, "value", op))
+        if len(_SCALAR_NODES) > 4096:
+            _SCALAR_NODES.clear()
+        _SCALAR_NODES[key] = node
+    return node
+
+
+def lift_with(x: Any, other: Node, op: str) -> Node:
+    """Lift ``x`` next to ``other``: a Python scalar takes a weak dtype (NEP 50)."""
+    if type(x) is Node:
+        return x
+    if isinstance(x, Value):
+        return x.node
+    if isinstance(x, _SCALARS):
+        return scalar_node(x, other.dtype, op)
+    return lift(x, op)
+
+
+def _lift_pair(a: Any, b: Any, op: str) -> tuple[Node, Node]:
+    a_scalar, b_scalar = isinstance(a, _SCALARS), isinstance(b, _SCALARS)
+    if a_scalar and not b_scalar:
+        bn = lift(b, op)
+        return lift_with(a, bn, op), bn
+    if b_scalar and not a_scalar:
+        an = lift(a, op)
+        return an, lift_with(b, an, op)
+    return lift(a, op), lift(b, op)
+
+
+@builder
+def asarray(x: Any, dtype: Any = None) -> Node:
+    """A lazy constant wrapping ``x`` (no copy, as ``numpy.asarray``)."""
+    if isinstance(x, (Node, Value)):
+        if dtype is None:
+            return lift(x)
+        from tenloom.graph.ops.elementwise import astype  # a later family
+
+        return astype(x, dtype)
+    if dtype is not None:
+        x = np.asarray(x, dtype=normalize_dtype(dtype, "asarray"))
+    return _const_node(x, "asarray")
+
+
+@builder
+def placeholder(shape: Sequence[int], dtype: Any = "float64", name: str | None = None) -> Node:
+    """A symbolic input, bound at evaluation with ``feed={placeholder: array}``."""
+    shape = _shape_arg(shape, "placeholder")
+    dt = normalize_dtype(dtype, "placeholder")
+    uid = next_placeholder_id()
+    if name is None:
+        name = f"input{placeholder_number(uid)}"
+    return make_node(Op.PLACEHOLDER, (), (str(name), uid, shape, dt.str))
+
+
+@builder
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Node:
+    shape = _shape_arg(shape, "full")
+    dt = np.asarray(fill_value).dtype if dtype is None else np.dtype(dtype)
+    dt = normalize_dtype(dt, "full")
+    return full_node(shape, fill_value, dt)
+
+
+@builder
+def zeros(shape: Any, dtype: Any = "float64") -> Node:
+    return full(shape, 0, dtype)
+
+
+@builder
+def ones(shape: Any, dtype: Any = "float64") -> Node:
+    return full(shape, 1, dtype)
+
+
+@builder
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = "float64") -> Node:
+    dt = normalize_dtype(dtype, "eye")
+    n = operator.index(N)
+    m = n if M is None else operator.index(M)
+    if n < 0 or m < 0:
+        raise ShapeError(f"eye: negative dimension in shape {fmt_shape((n, m))}")
+    return make_node(Op.EYE, (), (n, m, operator.index(k), dt.str))
+
+
+@builder
+def arange(start, stop=None, step=None, dtype: Any = None) -> Node:
+    arr = np.arange(start, stop, step, dtype=None if dtype is None else np.dtype(dtype))
+    return asarray(arr)

@@ -8,17 +8,44 @@ the op applied to the tangent, and they cost no arithmetic.
 
 from __future__ import annotations
 
+import builtins
 import math
-from typing import NamedTuple
+import operator
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from tenloom.graph.autodiff import linear_jvp, unbroadcast
-from tenloom.graph.errors import ShapeError, fmt_shape
-from tenloom.graph.node import make_node
+from tenloom.graph.errors import (
+    IndexingError,
+    IndexOutOfBoundsError,
+    ShapeError,
+    fmt_shape,
+)
+from tenloom.graph.node import Node, make_node
+from tenloom.graph.ops.args import (
+    _axis_items,
+    _axis_pair,
+    _offset,
+    _shape_arg,
+    int_arg,
+    normalize_axes,
+)
 from tenloom.graph.ops.checks import BadFormat, check_arity, check_int, check_ints, check_shape
-from tenloom.graph.ops.registry import Op, OpKind, register_op
+from tenloom.graph.ops.leaf import lift
+from tenloom.graph.ops.registry import Op, OpKind, builder, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
+
+# the ops of this family, defined before anything refers to them
+Op.define("RESHAPE", "reshape")
+Op.define("TRANSPOSE", "transpose")
+Op.define("BROADCAST", "broadcast_to")
+Op.define("SLICE", "slice")
+Op.define("SLICE_SCATTER", "slice_scatter")
+Op.define("CONCAT", "concatenate")
+Op.define("DIAGONAL", "diagonal")
+Op.define("LAYOUT", "layout")
 
 
 class ShapeAttrs(NamedTuple):
@@ -467,3 +494,220 @@ register_op(
     check_attrs=_check_perm,
     cost=_no_cost,
 )
+
+
+# ---- builders ---------------------------------------------------------------------------
+
+
+@builder
+def reshape(x, shape) -> Node:
+    n = lift(x, "reshape")
+    shape = [int_arg(s, "reshape", "dimension") for s in _axis_items(shape)]
+    if shape.count(-1) > 1:
+        raise ShapeError(f"reshape: more than one -1 in shape {tuple(shape)}")
+    if -1 in shape:
+        rest = math.prod(s for s in shape if s != -1)
+        if rest == 0 or n.size % rest:
+            raise ShapeError(
+                f"reshape: cannot reshape operand 0 of shape {fmt_shape(n.shape)} "
+                f"({n.size} elements) into shape {tuple(shape)}"
+            )
+        shape[shape.index(-1)] = n.size // rest
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"reshape: negative dimension in shape {tuple(shape)}")
+    shape = tuple(shape)
+    if shape == n.shape:
+        return n
+    if n.op is Op.RESHAPE:  # reshape(reshape(x, s), t) -> reshape(x, t)
+        n = n.inputs[0]
+        if shape == n.shape:
+            return n
+    return make_node(Op.RESHAPE, (n,), (shape,))
+
+
+@builder
+def transpose(x, axes=None) -> Node:
+    n = lift(x, "transpose")
+    if axes is None:
+        perm = tuple(range(n.ndim))[::-1]
+    else:
+        perm = tuple(int_arg(a, "transpose", "axis") for a in _axis_items(axes))
+        if (
+            len(perm) != n.ndim
+            or sorted(p % builtins.max(n.ndim, 1) for p in perm) != list(range(n.ndim))
+            or any(not -n.ndim <= p < n.ndim for p in perm)
+        ):
+            raise ShapeError(
+                f"transpose: axes {tuple(axes)} are not a permutation of the {n.ndim} axes of "
+                f"operand 0 of shape {fmt_shape(n.shape)}"
+            )
+        perm = tuple(p % n.ndim for p in perm)
+    if perm == tuple(range(n.ndim)):
+        return n
+    return make_node(Op.TRANSPOSE, (n,), (perm,))
+
+
+@builder
+def permute_dims(x, axes) -> Node:
+    return transpose(x, axes)
+
+
+@builder
+def moveaxis(x, source, destination) -> Node:
+    n = lift(x, "moveaxis")
+    src = normalize_axes(source, n.ndim, "moveaxis", n.shape)
+    src_list = list(_axis_items(source))
+    dst_list = list(_axis_items(destination))
+    if len(src_list) != len(dst_list):
+        raise ShapeError(
+            f"moveaxis: source {source!r} and destination {destination!r} differ in length"
+        )
+    src = [operator.index(s) % n.ndim for s in src_list]
+    normalize_axes(dst_list, n.ndim, "moveaxis", n.shape)
+    dst = [operator.index(d) % n.ndim for d in dst_list]
+    order = [i for i in range(n.ndim) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(n, order)
+
+
+@builder
+def squeeze(x, axis=None) -> Node:
+    n = lift(x, "squeeze")
+    if axis is None:
+        axes = tuple(i for i, s in enumerate(n.shape) if s == 1)
+    else:
+        axes = normalize_axes(axis, n.ndim, "squeeze", n.shape)
+        for a in axes:
+            if n.shape[a] != 1:
+                raise ShapeError(
+                    f"squeeze: axis {a} of operand 0 of shape {fmt_shape(n.shape)} has size "
+                    f"{n.shape[a]}, not 1"
+                )
+    return reshape(n, tuple(s for i, s in enumerate(n.shape) if i not in axes))
+
+
+@builder
+def expand_dims(x, axis) -> Node:
+    n = lift(x, "expand_dims")
+    items = _axis_items(axis)
+    out_ndim = n.ndim + len(items)
+    axes = normalize_axes(items, out_ndim, "expand_dims", n.shape)
+    it = iter(n.shape)
+    shape = tuple(1 if i in axes else next(it) for i in range(out_ndim))
+    return reshape(n, shape)
+
+
+@builder
+def broadcast_to(x, shape) -> Node:
+    n = lift(x, "broadcast_to")
+    shape = _shape_arg(shape, "broadcast_to")
+    if shape == n.shape:
+        return n
+    return make_node(Op.BROADCAST, (n,), (shape,))
+
+
+@builder
+def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Node:
+    nodes = [lift(a, "concatenate") for a in arrays]
+    if not nodes:
+        raise ShapeError("concatenate: needs at least one operand")
+    if axis is None:
+        nodes = [reshape(n, (-1,)) for n in nodes]
+        axis = 0
+    for k, n in enumerate(nodes):
+        if n.ndim == 0:
+            raise ShapeError(
+                f"concatenate: operand {k} is 0-d; zero-dimensional arrays cannot be concatenated"
+            )
+        if n.ndim != nodes[0].ndim:
+            raise ShapeError(
+                f"concatenate: operand {k} of shape {fmt_shape(n.shape)} has {n.ndim} axes but "
+                f"operand 0 of shape {fmt_shape(nodes[0].shape)} has {nodes[0].ndim}"
+            )
+    (ax,) = normalize_axes(axis, nodes[0].ndim, "concatenate", nodes[0].shape)
+    if len(nodes) == 1:
+        return nodes[0]
+    return make_node(Op.CONCAT, tuple(nodes), (ax,))
+
+
+@builder
+def stack(arrays: Sequence[Any], axis: int = 0) -> Node:
+    nodes = [lift(a, "stack") for a in arrays]
+    if not nodes:
+        raise ShapeError("stack: needs at least one operand")
+    for k, n in enumerate(nodes):
+        if n.shape != nodes[0].shape:
+            raise ShapeError(
+                f"stack: operand {k} of shape {fmt_shape(n.shape)} does not match operand 0 of "
+                f"shape {fmt_shape(nodes[0].shape)}"
+            )
+    (ax,) = normalize_axes(axis, nodes[0].ndim + 1, "stack", nodes[0].shape)
+    return concatenate([expand_dims(n, ax) for n in nodes], ax)
+
+
+@builder(public=False)
+def getitem(x, key) -> Node:
+    """Basic indexing: ints, slices (any step), None and Ellipsis."""
+    n = lift(x, "getitem")
+    if not isinstance(key, tuple):
+        key = (key,)
+    for k in key:
+        if isinstance(k, (bool, np.bool_)) or not (
+            k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))
+        ):
+            raise IndexingError(
+                f"getitem: index {k!r} of type {type(k).__name__} is not supported on a tensor "
+                f"of shape {fmt_shape(n.shape)}; only ints, slices, None and ... (basic indexing)"
+            )
+    if builtins.sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexingError("getitem: an index can only have a single ellipsis ('...')")
+    used = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > n.ndim:
+        raise IndexOutOfBoundsError(
+            f"getitem: too many indices ({used}) for a tensor of shape {fmt_shape(n.shape)}"
+        )
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (n.ndim - used) + key[i + 1 :]
+    else:
+        key = key + (slice(None),) * (n.ndim - used)
+    spec, out_shape = [], []
+    ax = 0
+    for k in key:
+        if k is None:
+            out_shape.append(1)
+            continue
+        size = n.shape[ax]
+        if isinstance(k, slice):
+            for part in (k.start, k.stop, k.step):
+                if part is not None and not hasattr(part, "__index__"):
+                    raise IndexingError(
+                        f"getitem: slice {k!r}: slice indices must be ints or None, not "
+                        f"{type(part).__name__}"
+                    )
+            if k.step is not None and operator.index(k.step) == 0:
+                raise ShapeError(f"getitem: slice {k!r}: slice step cannot be zero")
+            s = normalize_slice(k, size)
+            spec.append(s)
+            out_shape.append(slice_len(*s))
+        else:
+            i = operator.index(k)
+            if not -size <= i < size:
+                raise IndexOutOfBoundsError(
+                    f"getitem: index {i} is out of bounds for axis {ax} with size {size} "
+                    f"(shape {fmt_shape(n.shape)})"
+                )
+            i %= size
+            spec.append((i, i + 1, 1))
+        ax += 1
+    trivial = all(s == (0, size, 1) for s, size in zip(spec, n.shape))
+    out = n if trivial else make_node(Op.SLICE, (n,), (tuple(spec),))
+    return reshape(out, tuple(out_shape))
+
+
+@builder
+def diagonal(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Node:
+    n = lift(x, "diagonal")
+    a1, a2 = _axis_pair(n, axis1, axis2, "diagonal")
+    return make_node(Op.DIAGONAL, (n,), (_offset(offset, n, a1, a2, "diagonal"), a1, a2))

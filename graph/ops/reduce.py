@@ -13,11 +13,25 @@ from typing import NamedTuple
 import numpy as np
 from tenloom.graph.autodiff import linear_jvp
 from tenloom.graph.dtypes import _SUPPORTED_SET
-from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
+from tenloom.graph.errors import (
+    DTypeError,
+    ShapeError,
+    fmt_shape,
+)
+from tenloom.graph.node import Node, make_node
+from tenloom.graph.ops.args import bool_arg, normalize_axes
 from tenloom.graph.ops.checks import BadFormat, check_arity, check_ints
-from tenloom.graph.ops.registry import Op, OpKind, as_array, register_op
+from tenloom.graph.ops.elementwise import astype, divide
+from tenloom.graph.ops.leaf import asarray, full, lift
+from tenloom.graph.ops.registry import Op, OpKind, as_array, builder, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
+
+# the ops of this family, defined before anything refers to them
+Op.define("SUM", "sum")
+Op.define("PROD", "prod")
+Op.define("MAX", "max")
+Op.define("MIN", "min")
 
 REDUCERS = {Op.SUM: np.sum, Op.PROD: np.prod, Op.MAX: np.max, Op.MIN: np.min}
 _DTYPE_CACHE: dict[tuple, np.dtype] = {}
@@ -182,3 +196,56 @@ for _op, _fn in REDUCERS.items():
         check_attrs=_check,
         fmt=_fmt,
     )
+
+
+# ---- builders ---------------------------------------------------------------------------
+
+
+def _reduce(op: Op, x, axis, keepdims: bool) -> Node:
+    n = lift(x, op.value)
+    axes = normalize_axes(axis, n.ndim, op.value, n.shape)
+    keepdims = bool_arg(keepdims, op.value, "keepdims")
+    if not axes and op in (Op.MAX, Op.MIN):
+        return n
+    return make_node(op, (n,), (axes, keepdims))
+
+
+@builder
+def sum_(x, axis=None, keepdims: bool = False) -> Node:  # noqa: A001
+    return _reduce(Op.SUM, x, axis, keepdims)
+
+
+@builder
+def prod(x, axis=None, keepdims: bool = False) -> Node:
+    return _reduce(Op.PROD, x, axis, keepdims)
+
+
+@builder
+def max_(x, axis=None, keepdims: bool = False) -> Node:  # noqa: A001
+    return _reduce(Op.MAX, x, axis, keepdims)
+
+
+@builder
+def min_(x, axis=None, keepdims: bool = False) -> Node:  # noqa: A001
+    return _reduce(Op.MIN, x, axis, keepdims)
+
+
+builder(max_, "amax")
+builder(min_, "amin")
+
+
+@builder
+def mean(x, axis=None, keepdims: bool = False) -> Node:
+    """Arithmetic mean with NumPy's dtypes: float64 for integers, float16 kept (float32 inside)."""
+    t = asarray(x)
+    axes = normalize_axes(axis, t.ndim, "mean", t.shape)
+    keepdims = bool_arg(keepdims, "mean", "keepdims")
+    count = math.prod(t.shape[a] for a in axes)
+    kind = t.dtype
+    if kind.kind in "biu":
+        t = astype(t, "float64")
+    elif kind == np.float16:
+        t = astype(t, "float32")
+    s = sum_(t, axes, keepdims=keepdims)
+    out = divide(s, count) if count else divide(s, full((), 0, s.dtype))
+    return astype(out, kind) if kind == np.float16 else out

@@ -26,80 +26,64 @@ class OpKind(enum.Enum):
     FUSED = "fused"
 
 
-class Op(enum.Enum):
-    """Every op. Its definition (rules, attrs record) is registered by its family module.
+class _OpCodes(type):
+    """``for op in Op`` lists every op defined so far, in order of definition."""
 
-    A new op is appended at the end: a member's position is part of the structural
-    fingerprint by which CSE orders commutative operands, stable across processes."""
+    def __iter__(cls):
+        return iter(cls._defined)
 
-    # Members are singletons: identity hashing is valid and much faster than Enum's default
-    # (which hashes the name in Python code, on every intern-table lookup).
-    __hash__ = object.__hash__
+    def __len__(cls) -> int:
+        return len(cls._defined)
 
-    # leaves
-    CONST = "const"
-    PLACEHOLDER = "placeholder"
-    FULL = "full"
-    EYE = "eye"
-    # elementwise, unary
-    NEG = "neg"
-    ABS = "abs"
-    EXP = "exp"
-    LOG = "log"
-    SQRT = "sqrt"
-    SIN = "sin"
-    COS = "cos"
-    TANH = "tanh"
-    SIGN = "sign"
-    CONJ = "conj"
-    REAL = "real"
-    IMAG = "imag"
-    INVERT = "invert"
-    CAST = "cast"
-    # elementwise, binary
-    ADD = "add"
-    SUB = "sub"
-    MUL = "mul"
-    DIV = "div"
-    FLOORDIV = "floordiv"
-    MOD = "mod"
-    POW = "pow"
-    MAXIMUM = "maximum"
-    MINIMUM = "minimum"
-    EQ = "eq"
-    NE = "ne"
-    LT = "lt"
-    LE = "le"
-    GT = "gt"
-    GE = "ge"
-    AND = "and"
-    OR = "or"
-    XOR = "xor"
-    # elementwise, ternary
-    WHERE = "where"
-    # reductions
-    SUM = "sum"
-    PROD = "prod"
-    MAX = "max"
-    MIN = "min"
-    # movement
-    RESHAPE = "reshape"
-    TRANSPOSE = "transpose"
-    BROADCAST = "broadcast_to"
-    SLICE = "slice"
-    SLICE_SCATTER = "slice_scatter"  # zeros with the operand written at a basic index
-    CONCAT = "concatenate"
-    DIAGONAL = "diagonal"
-    # contractions
-    EINSUM = "einsum"
-    MATMUL = "matmul"
-    TENSORDOT = "tensordot"
-    TRACE = "trace"
-    # emitted by passes
-    CONTRACT = "contract"  # one pairwise contraction as (batched) GEMM
-    FUSED = "fused"  # a fused elementwise region
-    SLICED = "sliced"  # a contraction network run slice by slice (memory_limit)
-    LAYOUT = "layout"  # the same values copied into a chosen memory order
+
+class Op(metaclass=_OpCodes):
+    """An op's identity: ``Op.EXP`` is a singleton with a ``name`` (``"EXP"``), a ``value``
+    (``"exp"``, what files and messages use) and a ``code`` (its number, in order of
+    definition; the intern table's key and CSE's fingerprint use it).
+
+    Each family module defines its own ops with :meth:`define` before it registers their
+    :class:`OpDef`, so adding an op touches its family module only. Families are imported in a
+    fixed order (graph/ops/__init__.py), so the codes are the same in every process."""
+
+    __slots__ = ("name", "value", "code")
+    _defined: list["Op"] = []
+    _by_value: dict[str, "Op"] = {}
+
+    name: str
+    value: str
+    code: int
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise TypeError("ops are made with Op.define(name, value)")
+
+    @classmethod
+    def define(cls, name: str, value: str) -> "Op":
+        """Define the op ``Op.<name>`` with ``value`` as its external name; once per op."""
+        if not name.isidentifier() or not name.isupper():
+            raise ValueError(f"op name {name!r} is not an upper-case identifier")
+        if name in vars(cls) or value in cls._by_value:
+            raise ValueError(f"op {name} ({value!r}) is already defined")
+        op = object.__new__(cls)
+        for field, v in (("name", name), ("value", value), ("code", len(cls._defined))):
+            object.__setattr__(op, field, v)
+        setattr(cls, name, op)
+        cls._defined.append(op)
+        cls._by_value[value] = op
+        return op
+
+    @classmethod
+    def from_value(cls, value: str) -> "Op":
+        """The op whose ``value`` is ``value`` (KeyError if none is)."""
+        return cls._by_value[value]
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError("Op is immutable")
+
+    def __repr__(self) -> str:
+        return f"<Op.{self.name}: {self.value!r}>"
+
+    def __reduce__(self):
+        return (getattr, (Op, self.name))
 
 
 # infer(inputs, attrs) -> (shape, dtype): inputs are Nodes (anything with .shape/.dtype)
@@ -195,3 +179,28 @@ def register_vjp(op: Op, rule: VjpRule) -> None:
 
 def register_jvp(op: Op, rule: JvpRule) -> None:
     op_def(op).jvp = rule
+
+
+# Builders: the functions that make an op's nodes from user arguments (checking and
+# normalizing them, lifting arrays and scalars), by public name. Each family module registers
+# its own with ``@builder``; graph/build.py collects them, tenloom/api.py wraps each public one
+# as a Tensor-returning function and graph/value.py's ``V`` as a Value-returning one.
+BUILDERS: dict[str, Callable[..., Any]] = {}
+PUBLIC_BUILDERS: list[str] = []  # the ones tenloom exports, in order of registration
+
+
+def builder(fn: Callable | None = None, name: str | None = None, *, public: bool = True):
+    """Register ``fn`` as the builder ``name`` (default: its own name without a trailing
+    underscore, so ``sum_`` is ``sum``); as ``@builder`` or ``@builder(public=False)``, or
+    ``builder(fn, "alias")`` for a second name."""
+
+    def register(f: Callable) -> Callable:
+        key = name or f.__name__.rstrip("_")
+        if key in BUILDERS:
+            raise ValueError(f"builder {key!r} is already registered")
+        BUILDERS[key] = f
+        if public:
+            PUBLIC_BUILDERS.append(key)
+        return f
+
+    return register if fn is None else register(fn)

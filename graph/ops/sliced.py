@@ -46,6 +46,9 @@ from tenloom.graph.ops.registry import OPS, Op, OpKind, as_array, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
 
+# the ops of this family, defined before anything refers to them
+Op.define("SLICED", "sliced")
+
 
 class SlicedAttrs(NamedTuple):
     terms: tuple[tuple[int, ...], ...]  # each operand's labels
@@ -134,7 +137,7 @@ class InnerNetwork:
 
 @functools.lru_cache(maxsize=128)
 def inner_network(attrs: tuple, shapes: tuple, dtypes: tuple) -> InnerNetwork:
-    from tenloom.graph.build import placeholder, zeros
+    from tenloom.graph.ops.leaf import placeholder, zeros
 
     terms, out, sliced, path, wrt = attrs
     cut = {lab for lab, _ in sliced}
