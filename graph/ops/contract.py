@@ -48,12 +48,8 @@ from tenloom.graph.ops.registry import Op, OpKind, as_array, builder, register_o
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
 
-# the ops of this family, defined before anything refers to them
-Op.define("EINSUM", "einsum")
-Op.define("MATMUL", "matmul")
-Op.define("TENSORDOT", "tensordot")
-Op.define("TRACE", "trace")
-Op.define("CONTRACT", "contract")
+# the ops of this family (Op.NEG, ...), defined before anything refers to them
+Op.define_all("einsum matmul tensordot trace contract")
 
 
 class EinsumAttrs(NamedTuple):
@@ -218,13 +214,7 @@ def contract_ref(xs, attrs):
     sizes = dict(zip(a_kept, a.shape))
     sizes.update(zip(b_kept, b.shape))
 
-    def size(labels):
-        n = 1
-        for lab in labels:
-            n *= sizes[lab]
-        return n
-
-    nb, nl, nk, nr = size(batch), size(left), size(con), size(right)
+    nb, nl, nk, nr = (math.prod(sizes[lab] for lab in g) for g in (batch, left, con, right))
     a = a.transpose([a_kept.index(lab) for lab in batch + left + con]).reshape(nb, nl, nk)
     b = b.transpose([b_kept.index(lab) for lab in batch + con + right]).reshape(nb, nk, nr)
     c = np.multiply(a, b) if nk == 1 else np.matmul(a, b)

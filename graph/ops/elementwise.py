@@ -40,44 +40,15 @@ from tenloom.graph.ops.leaf import (
     lift,
     scalar_node,
 )
-from tenloom.graph.ops.registry import Op, OpKind, builder, register_op
+from tenloom.graph.ops.registry import BUILDERS, Op, OpKind, builder, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
 
-# the ops of this family, defined before anything refers to them
-Op.define("NEG", "neg")
-Op.define("ABS", "abs")
-Op.define("EXP", "exp")
-Op.define("LOG", "log")
-Op.define("SQRT", "sqrt")
-Op.define("SIN", "sin")
-Op.define("COS", "cos")
-Op.define("TANH", "tanh")
-Op.define("SIGN", "sign")
-Op.define("CONJ", "conj")
-Op.define("REAL", "real")
-Op.define("IMAG", "imag")
-Op.define("INVERT", "invert")
-Op.define("CAST", "cast")
-Op.define("ADD", "add")
-Op.define("SUB", "sub")
-Op.define("MUL", "mul")
-Op.define("DIV", "div")
-Op.define("FLOORDIV", "floordiv")
-Op.define("MOD", "mod")
-Op.define("POW", "pow")
-Op.define("MAXIMUM", "maximum")
-Op.define("MINIMUM", "minimum")
-Op.define("EQ", "eq")
-Op.define("NE", "ne")
-Op.define("LT", "lt")
-Op.define("LE", "le")
-Op.define("GT", "gt")
-Op.define("GE", "ge")
-Op.define("AND", "and")
-Op.define("OR", "or")
-Op.define("XOR", "xor")
-Op.define("WHERE", "where")
+# the ops of this family (Op.NEG, ...), defined before anything refers to them
+Op.define_all(
+    "neg abs exp log sqrt sin cos tanh sign conj real imag invert cast add sub mul "
+    "div floordiv mod pow maximum minimum eq ne lt le gt ge and or xor where"
+)
 
 UNARY: dict[Op, Callable] = {
     Op.NEG: np.negative,
@@ -503,54 +474,6 @@ def _binary(op: Op, a: Any, b: Any) -> Node:
 
 
 @builder
-def negative(x):
-    return _unary(Op.NEG, x)
-
-
-@builder
-def abs_(x):  # noqa: A001 - NumPy's name
-    return _unary(Op.ABS, x)
-
-
-builder(abs_, "absolute")
-
-
-@builder
-def exp(x):
-    return _unary(Op.EXP, x)
-
-
-@builder
-def log(x):
-    return _unary(Op.LOG, x)
-
-
-@builder
-def sqrt(x):
-    return _unary(Op.SQRT, x)
-
-
-@builder
-def sin(x):
-    return _unary(Op.SIN, x)
-
-
-@builder
-def cos(x):
-    return _unary(Op.COS, x)
-
-
-@builder
-def tanh(x):
-    return _unary(Op.TANH, x)
-
-
-@builder
-def sign(x):
-    return _unary(Op.SIGN, x)
-
-
-@builder
 def conj(x):
     n = lift(x, "conj")
     if n.dtype.kind == "b":
@@ -565,54 +488,6 @@ builder(conj, "conjugate")
 def real(x):
     n = lift(x, "real")
     return n if n.dtype.kind != "c" else make_node(Op.REAL, (n,))
-
-
-@builder
-def imag(x):
-    return _unary(Op.IMAG, x)
-
-
-@builder
-def invert(x):
-    return _unary(Op.INVERT, x)
-
-
-@builder
-def add(a, b):
-    return _binary(Op.ADD, a, b)
-
-
-@builder
-def subtract(a, b):
-    return _binary(Op.SUB, a, b)
-
-
-@builder
-def multiply(a, b):
-    return _binary(Op.MUL, a, b)
-
-
-@builder
-def divide(a, b):
-    return _binary(Op.DIV, a, b)
-
-
-builder(divide, "true_divide")
-
-
-@builder
-def floor_divide(a, b):
-    return _binary(Op.FLOORDIV, a, b)
-
-
-@builder
-def remainder(a, b):
-    return _binary(Op.MOD, a, b)
-
-
-@builder
-def power(a, b):
-    return _binary(Op.POW, a, b)
 
 
 @builder(public=False)
@@ -631,16 +506,6 @@ def operator_power(x: Any, e: Any) -> Node:
             base = astype(x, "int8") if kind == "b" else x
             return multiply(base, base)
     return power(x, e)
-
-
-@builder
-def maximum(a, b):
-    return _binary(Op.MAXIMUM, a, b)
-
-
-@builder
-def minimum(a, b):
-    return _binary(Op.MINIMUM, a, b)
 
 
 # op -> (result when a Python int lies above every value of the array's integer dtype, below)
@@ -704,51 +569,6 @@ def _compare(op: Op, a: Any, b: Any) -> Node:
 
 
 @builder
-def equal(a, b):
-    return _compare(Op.EQ, a, b)
-
-
-@builder
-def not_equal(a, b):
-    return _compare(Op.NE, a, b)
-
-
-@builder
-def less(a, b):
-    return _compare(Op.LT, a, b)
-
-
-@builder
-def less_equal(a, b):
-    return _compare(Op.LE, a, b)
-
-
-@builder
-def greater(a, b):
-    return _compare(Op.GT, a, b)
-
-
-@builder
-def greater_equal(a, b):
-    return _compare(Op.GE, a, b)
-
-
-@builder
-def bitwise_and(a, b):
-    return _binary(Op.AND, a, b)
-
-
-@builder
-def bitwise_or(a, b):
-    return _binary(Op.OR, a, b)
-
-
-@builder
-def bitwise_xor(a, b):
-    return _binary(Op.XOR, a, b)
-
-
-@builder
 def where(condition, x=None, y=None) -> Node:
     """Elementwise ``x`` where ``condition`` else ``y`` (NumPy's three-argument form)."""
     if x is None or y is None:
@@ -802,3 +622,74 @@ def astype(x, dtype) -> Node:
     if dt == n.dtype:
         return n
     return make_node(Op.CAST, (n,), (dt.str,))
+
+
+# The builders that only lift their operands and make the node, by public name (NumPy's):
+# the same function for every op, made once per op.
+_UNARY_BUILDERS = {
+    "negative": Op.NEG,
+    "abs": Op.ABS,
+    "exp": Op.EXP,
+    "log": Op.LOG,
+    "sqrt": Op.SQRT,
+    "sin": Op.SIN,
+    "cos": Op.COS,
+    "tanh": Op.TANH,
+    "sign": Op.SIGN,
+    "imag": Op.IMAG,
+    "invert": Op.INVERT,
+}
+_BINARY_BUILDERS = {
+    "add": Op.ADD,
+    "subtract": Op.SUB,
+    "multiply": Op.MUL,
+    "divide": Op.DIV,
+    "floor_divide": Op.FLOORDIV,
+    "remainder": Op.MOD,
+    "power": Op.POW,
+    "maximum": Op.MAXIMUM,
+    "minimum": Op.MINIMUM,
+    "bitwise_and": Op.AND,
+    "bitwise_or": Op.OR,
+    "bitwise_xor": Op.XOR,
+}
+# comparisons: NEP 50 and NumPy 2's exact comparison of Python ints beyond the dtype's range
+_COMPARE_BUILDERS = {
+    "equal": Op.EQ,
+    "not_equal": Op.NE,
+    "less": Op.LT,
+    "less_equal": Op.LE,
+    "greater": Op.GT,
+    "greater_equal": Op.GE,
+}
+
+
+def _op_builder(name: str, op: Op, make: Any, arity: int):
+    if arity == 1:
+
+        def build(x):
+            return make(op, x)
+
+    else:
+
+        def build(a, b):
+            return make(op, a, b)
+
+    build.__name__ = build.__qualname__ = name
+    build.__doc__ = f"``{name}`` elementwise, with NumPy's broadcasting and dtypes ({op.value})."
+    return builder(build, name)
+
+
+for _table, _make, _arity in (
+    (_UNARY_BUILDERS, _unary, 1),
+    (_BINARY_BUILDERS, _binary, 2),
+    (_COMPARE_BUILDERS, _compare, 2),
+):
+    for _name, _op in _table.items():
+        _op_builder(_name, _op, _make, _arity)
+builder(BUILDERS["abs"], "absolute")
+builder(BUILDERS["divide"], "true_divide")
+negative, multiply, divide, power = (
+    BUILDERS[n] for n in ("negative", "multiply", "divide", "power")
+)
+sqrt, maximum, minimum = (BUILDERS[n] for n in ("sqrt", "maximum", "minimum"))

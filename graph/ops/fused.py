@@ -26,8 +26,8 @@ from tenloom.graph.ops.checks import (
 )
 from tenloom.graph.ops.registry import OPS, Op, OpKind, as_array, register_op, typed_attrs
 
-# the ops of this family, defined before anything refers to them
-Op.define("FUSED", "fused")
+# the ops of this family (Op.NEG, ...), defined before anything refers to them
+Op.define_all("fused")
 
 MAX_FUSED_STEPS = 4096  # of a program read from a file
 

@@ -26,11 +26,8 @@ from tenloom.graph.ops.checks import BadFormat, check_arity, check_dtype, check_
 from tenloom.graph.ops.registry import Op, OpKind, builder, register_op
 from tenloom.graph.value import Value
 
-# the ops of this family, defined before anything refers to them
-Op.define("CONST", "const")
-Op.define("PLACEHOLDER", "placeholder")
-Op.define("FULL", "full")
-Op.define("EYE", "eye")
+# the ops of this family (Op.NEG, ...), defined before anything refers to them
+Op.define_all("const placeholder full eye")
 
 
 def is_frozen(array) -> bool:

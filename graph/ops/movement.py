@@ -37,15 +37,11 @@ from tenloom.graph.ops.registry import Op, OpKind, builder, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
 
-# the ops of this family, defined before anything refers to them
-Op.define("RESHAPE", "reshape")
-Op.define("TRANSPOSE", "transpose")
-Op.define("BROADCAST", "broadcast_to")
-Op.define("SLICE", "slice")
-Op.define("SLICE_SCATTER", "slice_scatter")
-Op.define("CONCAT", "concatenate")
-Op.define("DIAGONAL", "diagonal")
-Op.define("LAYOUT", "layout")
+# the ops of this family (Op.NEG, ...), defined before anything refers to them
+Op.define_all(
+    "reshape transpose BROADCAST=broadcast_to slice slice_scatter CONCAT=concatenate "
+    "diagonal layout"
+)
 
 
 class ShapeAttrs(NamedTuple):

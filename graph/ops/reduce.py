@@ -27,11 +27,8 @@ from tenloom.graph.ops.registry import Op, OpKind, as_array, builder, register_o
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
 
-# the ops of this family, defined before anything refers to them
-Op.define("SUM", "sum")
-Op.define("PROD", "prod")
-Op.define("MAX", "max")
-Op.define("MIN", "min")
+# the ops of this family (Op.NEG, ...), defined before anything refers to them
+Op.define_all("sum prod max min")
 
 REDUCERS = {Op.SUM: np.sum, Op.PROD: np.prod, Op.MAX: np.max, Op.MIN: np.min}
 _DTYPE_CACHE: dict[tuple, np.dtype] = {}

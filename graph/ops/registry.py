@@ -72,6 +72,14 @@ class Op(metaclass=_OpCodes):
         return op
 
     @classmethod
+    def define_all(cls, ops: str) -> None:
+        """Define several ops at once: ``ops`` lists their values, separated by spaces, each
+        named by its upper-cased value (``"exp"`` is ``Op.EXP``) or as ``NAME=value``."""
+        for item in ops.split():
+            name, _, value = item.rpartition("=")
+            cls.define(name or value.upper(), value)
+
+    @classmethod
     def from_value(cls, value: str) -> "Op":
         """The op whose ``value`` is ``value`` (KeyError if none is)."""
         return cls._by_value[value]

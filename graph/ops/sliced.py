@@ -46,8 +46,8 @@ from tenloom.graph.ops.registry import OPS, Op, OpKind, as_array, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
 
-# the ops of this family, defined before anything refers to them
-Op.define("SLICED", "sliced")
+# the ops of this family (Op.NEG, ...), defined before anything refers to them
+Op.define_all("sliced")
 
 
 class SlicedAttrs(NamedTuple):

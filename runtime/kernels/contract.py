@@ -7,6 +7,7 @@ The op itself (attrs, shape rule, NumPy reference) is defined in graph/ops/contr
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 
@@ -43,13 +44,7 @@ def contract_kernel(
     sizes = dict(zip(a_labels, a_shape))
     sizes.update(zip(b_labels, b_shape))
 
-    def prod(labels):
-        n = 1
-        for lab in labels:
-            n *= sizes[lab]
-        return n
-
-    nb, nl, nk, nr = prod(batch), prod(left), prod(con), prod(right)
+    nb, nl, nk, nr = (math.prod(sizes[lab] for lab in g) for g in (batch, left, con, right))
     pa = tuple(a_kept.index(lab) for lab in batch + left + con)
     pb = tuple(b_kept.index(lab) for lab in batch + con + right)
     pa = None if pa == tuple(range(len(pa))) else pa
