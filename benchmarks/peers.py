@@ -143,7 +143,7 @@ def tenloom_ssa_path(og, arrays) -> list[tuple[int, int]]:
     def resolve(node) -> int:
         while id(node) not in ids:
             if node.op is Op.CONST:
-                return pos[id(node.attrs[0].value)]
+                return pos[id(node.attrs.constant.value)]
             if len(node.inputs) != 1:
                 raise ValueError(f"operand comes from a {node.op.value} node")
             node = node.inputs[0]

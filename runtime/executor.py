@@ -42,7 +42,7 @@ def bind_feed(graph: Graph, feed: dict[Any, Any] | None) -> dict[int, np.ndarray
         by_node[id(node)] = value
     bound: dict[int, np.ndarray] = {}
     for ph in graph.placeholders:
-        name = ph.attrs[0]
+        name = ph.attrs.name
         if id(ph) not in by_node:
             raise EvaluationError(
                 f"placeholder {name!r} {ph.dtype}{fmt_shape(ph.shape)} is not bound; "
@@ -131,7 +131,7 @@ def _leaf_ids(prog: Program, bound: dict[int, Any]) -> set[int]:
     for step in prog.steps:
         if step.kernel is None:
             node = step.node
-            host = node.attrs[0].value if node.op is Op.CONST else bound[id(node)]
+            host = node.attrs.constant.value if node.op is Op.CONST else bound[id(node)]
             ids.add(id(root(host)))
     return ids
 

@@ -50,7 +50,7 @@ def frozen_constants(graph: Graph) -> Graph:
 
     def snapshot(node: Node) -> Node:
         if node.op is Op.CONST:
-            value = node.attrs[0].value
+            value = node.attrs.constant.value
             copy = frozen(value)
             if copy is not value:
                 return make_node(Op.CONST, (), (Constant(copy),))
@@ -78,7 +78,7 @@ class Plan:
         self.graph = frozen_constants(Graph(tuple(lift(t, "compile") for t in outputs)))
         missing = {id(p) for p in self.graph.placeholders} - {id(x) for x in self.inputs}
         if missing:
-            names = [p.attrs[0] for p in self.graph.placeholders if id(p) in missing]
+            names = [p.attrs.name for p in self.graph.placeholders if id(p) in missing]
             raise TenloomError(f"compile: the outputs read placeholders not in inputs: {names}")
         if o.devices is not None:  # every device exists and has its backend, before the passes
             session.open_devices(o.devices)
@@ -136,7 +136,7 @@ class Plan:
                 raise TenloomError(f"plan: input {k} is not a placeholder node")
         missing = {id(p) for p in optimized.placeholders} - {id(x) for x in self.inputs}
         if missing:
-            names = [p.attrs[0] for p in optimized.placeholders if id(p) in missing]
+            names = [p.attrs.name for p in optimized.placeholders if id(p) in missing]
             raise TenloomError(f"plan: the outputs read placeholders not in inputs: {names}")
         self.graph = self.optimized = optimized
         self._prepare(o, dict(stats or {}))

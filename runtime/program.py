@@ -125,11 +125,11 @@ def compile_program(graph: Graph, backend: Any) -> Program:
     live = backend.shares_host_memory
     frozen_bound = []
     for s in steps:
-        if s.node.op is Op.CONST and (live or is_frozen(s.node.attrs[0].value)):
-            value = prog.slots[s.out] = backend.from_host(s.node.attrs[0].value, True)
+        if s.node.op is Op.CONST and (live or is_frozen(s.node.attrs.constant.value)):
+            value = prog.slots[s.out] = backend.from_host(s.node.attrs.constant.value, True)
             roots.add(id(root(value)) if isinstance(value, np.ndarray) else id(value))
             if not live:
-                frozen_bound.append(s.node.attrs[0].value)
+                frozen_bound.append(s.node.attrs.constant.value)
     prog.const_roots = frozenset(roots)
     prog.frozen_bound = tuple(frozen_bound)
     return prog
@@ -169,7 +169,7 @@ def leaf_value(node: Node, feed: dict[int, Any], from_host: Any, upload: bool = 
     """A leaf's value: a constant's array, or a placeholder's from ``feed`` (id -> array), on
     the backend (``from_host``; ``upload=False``: feed values are the backend's already)."""
     if node.op is Op.CONST:
-        return from_host(node.attrs[0].value, True)
+        return from_host(node.attrs.constant.value, True)
     value = feed[id(node)]
     return from_host(value, False) if upload else value
 

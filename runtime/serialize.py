@@ -94,7 +94,7 @@ def graph_document(
         }
         if node.op is Op.CONST:
             key = f"c{len(arrays)}"
-            arrays[key] = node.attrs[0].value
+            arrays[key] = node.attrs.constant.value
             entry["data"] = key
         else:
             try:
@@ -389,11 +389,12 @@ def _placeholder_attrs(attrs: tuple, renamed: dict[tuple, tuple]) -> tuple:
     placeholder with the saved name, shape and dtype and a fresh uid, so it can never be one
     made before or after the load; ``renamed`` (one per load) keeps the entries of one file
     that name the same placeholder together."""
-    if issued_here(attrs[1]):
+    name, uid, shape, dtype = attrs  # a plain tuple, as read (its check passed)
+    if issued_here(uid):
         return attrs
     new = renamed.get(attrs)
     if new is None:
-        new = renamed[attrs] = (attrs[0], next_placeholder_id(), *attrs[2:])
+        new = renamed[attrs] = (name, next_placeholder_id(), shape, dtype)
     return new
 
 

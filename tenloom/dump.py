@@ -85,7 +85,7 @@ def _typed(x: Any) -> str:
 def fused_lines(node: Node, names: dict[int, str]) -> list[str]:
     """``v{j} = op[attrs] args : dtype(shape)`` for each step of a FUSED node's program."""
     lines: list[str] = []
-    program = node.attrs[0]
+    program = node.attrs.program
     steps = program_steps(program, node.inputs)
     for j, ((op, _, args), step) in enumerate(zip(program, steps)):
         text = " ".join(f"in{i}" if kind == "in" else f"v{i}" for kind, i in args)

@@ -22,11 +22,14 @@ def is_pairwise(node: Node) -> bool:
 
 def slot_labels(node: Node, slot: int) -> tuple:
     """The labels of the operand in ``slot`` of a pairwise contraction, in its axis order."""
-    return node.attrs[slot] if node.op is Op.CONTRACT else node.attrs[0][slot]
+    at = node.attrs
+    if node.op is Op.CONTRACT:
+        return at.b_labels if slot else at.a_labels
+    return at.terms[slot]
 
 
 def out_labels(node: Node) -> tuple:
-    return node.attrs[2] if node.op is Op.CONTRACT else node.attrs[1]
+    return node.attrs.out  # ContractAttrs and EinsumAttrs both name it out
 
 
 def contraction_trees(order: Sequence[Node], outputs: Sequence[Node]) -> list[list[Node]]:

@@ -169,12 +169,13 @@ def _label(*lines: str) -> str:
 
 
 def _attrs(node: Any) -> str:
+    at = node.attrs
     if node.op is Op.CONTRACT:
-        text = f"[{einsum_text((node.attrs[0], node.attrs[1]), node.attrs[2])}]"
+        text = f"[{einsum_text((at.a_labels, at.b_labels), at.out)}]"
     elif node.op is Op.FUSED:
-        text = f"[{len(node.attrs[0])} ops]"
+        text = f"[{len(at.program)} ops]"
     elif node.op is Op.SLICED:
-        text = f"[{n_slices(node.attrs)} slices{sweep_text(node.attrs[4])}]"
+        text = f"[{n_slices(at)} slices{sweep_text(at.wrt)}]"
     else:
         text = _attrs_text(node)
     return text if len(text) <= _ATTR_WIDTH else text[: _ATTR_WIDTH - 4] + "...]"
@@ -232,7 +233,7 @@ class _Palette:
 def _count(graphs: list[tuple[str, Graph]]) -> int:
     """DOT nodes a graph view draws: one per graph node plus one per fused step."""
     return sum(
-        len(g) + sum(len(n.attrs[0]) for n in g.order if n.op is Op.FUSED) for _, g in graphs
+        len(g) + sum(len(n.attrs.program) for n in g.order if n.op is Op.FUSED) for _, g in graphs
     )
 
 
@@ -277,7 +278,7 @@ def _draw_fused(
 ) -> None:
     """A FUSED node as a cluster: one small node per program step, reading the region's inputs
     (edges from the producers) and earlier steps; the last step feeds the FUSED node itself."""
-    steps = program_steps(node.attrs[0], node.inputs)
+    steps = program_steps(node.attrs.program, node.inputs)
     outside: list[tuple[str, str, str]] = []
     with dot.subgraph(name=f"cluster_{prefix}fused{k}") as c:
         c.attr(
@@ -287,7 +288,7 @@ def _draw_fused(
             fillcolor="#f1f8e9",
             color="#558b2f",
         )
-        for j, ((_, _, args), step) in enumerate(zip(node.attrs[0], steps)):
+        for j, ((_, _, args), step) in enumerate(zip(node.attrs.program, steps)):
             sname = f"{name}_s{j}"
             c.node(
                 sname,
@@ -360,21 +361,21 @@ def _trees(graph: Graph) -> list[_Tree]:
             )
         )
     for node in graph.order:
-        if node.op is not Op.SLICED or node.attrs[4] is not None:
+        if node.op is not Op.SLICED or node.attrs.wrt is not None:
             continue
         inner = inner_for(node)
         k = index[id(node)]
         steps = (n for n in inner.graph.order if is_pairwise(n))
         sub_index = {id(n): j for j, n in enumerate(steps)}  # %k.j: step j of network %k
         leaf_of = {id(ph): x for ph, x in zip(inner.leaves, node.inputs)}
-        sizes = ", ".join(str(size) for _, size in node.attrs[2])
+        sizes = ", ".join(str(size) for _, size in node.attrs.sliced)
         for tree in contraction_trees(inner.graph):
             out.append(
                 _Tree(
                     tree,
                     lambda n, k=k, sub_index=sub_index: f"%{k}.{sub_index[id(n)]}",
                     leaf_of,
-                    f"sliced network %{k}: {len(node.attrs[0])} tensors, "
+                    f"sliced network %{k}: {len(node.attrs.terms)} tensors, "
                     f"{n_slices(node.attrs)} slices (indices of sizes {sizes}), "
                     f"{len(tree)} pairwise contractions per slice, "
                     f"{fmt_flops(node_flops(node))} in all",

@@ -141,7 +141,7 @@ def _contract(be: Backend, node: Node):
 
 
 def _layout(be: Backend, node: Node):
-    return layout_kernel(node.attrs[0])
+    return layout_kernel(node.attrs.perm)
 
 
 def _einsum(be: Backend, node: Node):
@@ -160,7 +160,7 @@ def _fused(be: Backend, node: Node):
 
 
 def _sum(be: Backend, node: Node):
-    if node.attrs[0] and node.inputs[0].size >= PARALLEL_SUM:
+    if node.attrs.axes and node.inputs[0].size >= PARALLEL_SUM:
         return parallel_sum_kernel(node, OPS[node.op].ref)
     return None  # the reference
 
@@ -216,7 +216,7 @@ class Backend(BackendBase):
         """Big regions chunk by chunk through NumPy (cpu_fused.py); the rest through one
         compiled numexpr call when that beats calling the ufuncs one by one (a region of
         several ops: numexpr's call costs about 1.5 us, a ufunc call about 0.3 us)."""
-        program = node.attrs[0]
+        program = node.attrs.program
         if node.size >= SMALL:
             shapes = [x.shape for x in node.inputs]
             dtypes = [x.dtype for x in node.inputs]
@@ -237,7 +237,7 @@ class Backend(BackendBase):
         return self._small_fused(program)
 
     def _numexpr(self, node: Node):
-        program = node.attrs[0]
+        program = node.attrs.program
         kinds = [NUMEXPR_TYPES.get(x.dtype.str) for x in node.inputs]
         if None in kinds:  # a dtype numexpr lacks (float16, complex64): NumPy's ufuncs instead
             return None

@@ -40,7 +40,7 @@ def _contract(be: Backend, node: Node):
 
 
 def _full(be: Backend, node: Node):
-    shape, dt = node.attrs[0], np.dtype(node.attrs[1])
+    shape, dt = node.attrs.shape, np.dtype(node.attrs.dtype)
     value = full_value(node.attrs)
     return lambda: cp.full(shape, value, dtype=dt)
 

@@ -403,7 +403,8 @@ def emit(op: Op, attrs: tuple, args: list[tuple[str, np.dtype]], out: np.dtype) 
     ct = COMPUTE[out.name]
     unsupported = DTypeError(f"opencl: {op.value} is not defined for {cdt}")
     if op is Op.CAST:
-        return cast(a, cdt, np.dtype(attrs[0]))
+        (dtype,) = attrs  # a fused step's attrs: the record, or a plain tuple from a file
+        return cast(a, cdt, np.dtype(dtype))
     if op in _CMP:
         if k == "c":
             if op is Op.NE:

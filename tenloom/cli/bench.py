@@ -103,7 +103,7 @@ def bare_kernels(plan: Any, arrays: Sequence[np.ndarray]) -> Callable[[], list]:
     steps = []
     for s in prog.steps:
         if s.kernel is None:
-            vals[s.out] = s.node.attrs[0].value if s.node.op is Op.CONST else feed[id(s.node)]
+            vals[s.out] = s.node.attrs.constant.value if s.node.op is Op.CONST else feed[id(s.node)]
         else:
             steps.append((s.kernel, s.inputs, s.out))
     outputs = prog.outputs

@@ -126,7 +126,7 @@ def _elementwise_op(be: Backend, node: Node):
 
 
 def _fused(be: Backend, node: Node):
-    return be._elementwise(node, node.attrs[0])
+    return be._elementwise(node, node.attrs.program)
 
 
 def _reduction(be: Backend, node: Node):

@@ -273,7 +273,7 @@ def _diagonal(be: Backend, node: Node):
 
 def _transpose(be: Backend, node: Node):
     (x,) = node.inputs
-    run = be.permute_kernel(x.shape, x.dtype, node.attrs[0])
+    run = be.permute_kernel(x.shape, x.dtype, node.attrs.perm)
     return run if run is not None else (lambda v: v)
 
 
@@ -286,15 +286,16 @@ def _slice(be: Backend, node: Node):
     (x,) = node.inputs
     st = src.c_strides(x.shape)
     # an empty result launches nothing, so an out-of-range start never gets read
-    base = sum(start * s for (start, _, _), s in zip(node.attrs[0], st))
-    strides = [step * s for (_, _, step), s in zip(node.attrs[0], st)]
+    spec = node.attrs.spec
+    base = sum(start * s for (start, _, _), s in zip(spec, st))
+    strides = [step * s for (_, _, step), s in zip(spec, st)]
     return be.gather_kernel(node.shape, x.dtype, strides, base)
 
 
 def _slice_scatter(be: Backend, node: Node):
     """Zeros of the node's shape with the operand copied to its basic-index positions."""
     (x,) = node.inputs
-    spec = node.attrs[0]
+    spec = node.attrs.spec
     st = src.c_strides(node.shape)
     base = sum(start * s for (start, _, _), s in zip(spec, st))
     strides = [step * s for (_, _, step), s in zip(spec, st)]
@@ -330,7 +331,7 @@ def _concat(be: Backend, node: Node):
 
 
 def _reshape(be: Backend, node: Node):
-    shape = node.attrs[0]
+    shape = node.attrs.shape
     return lambda x: x.reshape(shape)
 
 
@@ -342,7 +343,7 @@ def _layout(be: Backend, node: Node):
 
 
 def _full(be: Backend, node: Node):
-    shape, dt = node.attrs[0], node.dtype
+    shape, dt = node.attrs.shape, node.dtype
     value = full_value(node.attrs)
 
     def run():
