@@ -4,10 +4,10 @@
 
 The slices come from cotengra: ``ContractionTree.slice_`` picks the indices to fix and
 ``subtree_reconfigure_`` re-optimizes the subtrees around them, doubling the slices until the
-predicted per-slice peak (graph/ops_sliced.slice_peak_bytes) plus the output fits. A limit that
-no slicing can meet (the output alone, or an operand, exceeds it) raises MemoryLimitError at
-once, without a search. Results are cached by network signature and limit (a bounded cache,
-``tl.cache_info()["passes.slicings"]``).
+predicted per-slice peak (``slice_peak_bytes``, graph/ops/sliced.py) plus the output fits. A
+limit that no slicing can meet (the output alone, or an operand, exceeds it) raises
+MemoryLimitError at once, without a search. Results are cached by network signature and limit
+(a bounded cache, ``tl.cache_info()["passes.slicings"]``).
 """
 
 from __future__ import annotations

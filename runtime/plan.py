@@ -38,7 +38,8 @@ class Cost:
 
 def frozen_constants(graph: Graph) -> Graph:
     """``graph`` with each constant that could still change in place replaced by a read-only
-    copy of its current values (``ops_leaf.frozen``); frozen arrays are kept without a copy.
+    copy of its current values (graph/ops/leaf.py ``frozen``); frozen arrays are kept without a
+    copy.
 
     A plan captures its constants when it is compiled, as ``jax.jit`` captures the arrays a
     function closes over: changing a ``tl.asarray`` source afterwards does not change what the

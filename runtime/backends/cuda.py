@@ -153,8 +153,9 @@ class Backend(BackendBase):
 
     # ---- data movement --------------------------------------------------------------------
     def from_host(self, array: np.ndarray, constant: bool = False) -> Any:
-        """Device copy of a host array; frozen constants (``ops_leaf.is_frozen``) are copied once
-        and reused, others every time (their values may have changed in place since)."""
+        """Device copy of a host array; frozen constants (graph/ops/leaf.py ``is_frozen``) are
+        copied once and reused, others every time (their values may have changed in place
+        since)."""
         if not constant or not is_frozen(array):
             with self.device:
                 return cp.asarray(array)

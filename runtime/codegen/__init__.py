@@ -1,4 +1,4 @@
-"""Elementwise code generation, in one place: a FUSED region's program (graph/ops_fused.py:
+"""Elementwise code generation, in one place: a FUSED region's program (graph/ops/fused.py:
 steps ``(op, attrs, (("in", i) | ("step", j), ...))``) written in each backend's dialect.
 
     numexpr.py   one numexpr expression                 CPU, small regions of several ops

@@ -215,8 +215,9 @@ class Backend(BackendBase):
             )
 
     def from_host(self, array: np.ndarray, constant: bool = False) -> cla.Array:
-        """Device copy of a host array; frozen constants (``ops_leaf.is_frozen``) are copied once
-        and reused, others every time (their values may have changed in place since)."""
+        """Device copy of a host array; frozen constants (graph/ops/leaf.py ``is_frozen``) are
+        copied once and reused, others every time (their values may have changed in place
+        since)."""
         array = np.asarray(array)
         self._check_dtype(array.dtype, "an input")
         if not constant or not is_frozen(array):
