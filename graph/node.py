@@ -95,6 +95,10 @@ def make_node(op: Op, inputs: tuple[Node, ...] = (), attrs: tuple = ()) -> Node:
     d = OPS[op]
     record = d.attrs
     if record is not None and type(attrs) is not record:
+        if len(attrs) != len(record._fields):
+            raise TypeError(
+                f"{op.value}: {len(attrs)} attributes for {record.__name__}{record._fields}"
+            )
         attrs = _as_record(record, attrs)  # the op's typed record: equal to the tuple, same hash
     shape, dtype = d.infer(inputs, attrs)
     node = object.__new__(Node)

@@ -237,8 +237,9 @@ _b = None
 V = types.SimpleNamespace()
 
 
-def lifted(cls: type, fn, name: str | None = None):
-    """``fn`` (a builder returning a node) returning a ``cls`` wrapping that node."""
+def lifted(cls: type, fn, name: str | None = None, module: str | None = None):
+    """``fn`` (a builder returning a node) returning a ``cls`` wrapping that node, named
+    ``module.name`` (so that it pickles by reference where ``module`` holds it)."""
 
     def wrapper(*args, **kwargs):
         return cls(fn(*args, **kwargs))
@@ -246,6 +247,9 @@ def lifted(cls: type, fn, name: str | None = None):
     functools.update_wrapper(wrapper, fn)
     if name is not None:
         wrapper.__name__ = wrapper.__qualname__ = name
+    if module is not None:
+        wrapper.__module__ = module
+    wrapper.__annotations__ = {**getattr(fn, "__annotations__", {}), "return": cls.__name__}
     return wrapper
 
 

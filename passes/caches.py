@@ -200,7 +200,7 @@ def counter(name: str, **fields: int) -> dict[str, int]:
 @dataclass(frozen=True)
 class CacheReport:
     """What ``cache_info()`` returns: every cache's ``CacheInfo`` by name, and every counter
-    (``"runtime.plan.compiles"``); ``report["passes.paths"]`` is one cache's info."""
+    (``"runtime.plans.compiles"``); ``report["passes.paths"]`` is one cache's info."""
 
     caches: dict[str, CacheInfo]
     counters: dict[str, int]

@@ -88,10 +88,10 @@ def _pass_key(o: Options) -> tuple | None:
     if optimize is None:
         optimize = "auto"
     elif isinstance(optimize, dict):
-        optimize = repr(sorted(optimize.items()))
+        optimize = ("dict", repr(sorted(optimize.items())))
     elif not isinstance(optimize, (str, bool)):
         return None  # an optimizer object: its own state decides
-    return (optimize, o.memory_limit, o.threads, o.fold_constants, o.reverse_sweep)
+    return (optimize, o.memory_limit, o.threads, o.fold_constants, o.reverse_sweep, o.fusion)
 
 
 _FIELDS = frozenset(f.name for f in fields(Options) if f.init and f.name != "given")

@@ -21,7 +21,7 @@ from tenloom.passes.slicing import parse_bytes  # noqa: F401  (re-exported)
 from tenloom.runtime import session
 from tenloom.runtime.backends import get_backend
 from tenloom.runtime.executor import bind_feed, execute, program_for
-from tenloom.runtime.options import OPTION_NAMES, parse_options
+from tenloom.runtime.options import parse_options
 from tenloom.runtime.progress import counted, flops_bar
 from tenloom.runtime.session import (  # noqa: F401  (re-exported)
     _OPTIMIZED,
@@ -35,13 +35,6 @@ from tenloom.runtime.session import (  # noqa: F401  (re-exported)
     parse_device,
     slicing_context,
 )
-
-OPTIONS = OPTION_NAMES  # every option of evaluate (runtime/options.py checks them)
-
-
-def check_options(opts: dict[str, Any] | Options, caller: str = "evaluate") -> Options:
-    """``opts`` checked (runtime/options.py): the record, or OptionError / DeviceError."""
-    return parse_options(caller, opts)
 
 
 def optimize_graph(graph: Graph, opts: dict[str, Any] | Options) -> Graph:

@@ -1,8 +1,9 @@
 """Compiled plans: optimize once, run many times.
 
-``compile(outputs, inputs=[placeholders])`` runs the pass pipeline (order search included) and
-builds the backend program once; calling the plan binds arrays to the inputs in order and runs
-the program: no tracing, no pass, no path search per call. ``@function`` (tenloom/function.py)
+``Plan(outputs, inputs=[placeholders])`` (``tl.compile``: tenloom/function.py) runs the pass
+pipeline (order search included) and builds the backend program once; calling the plan binds
+arrays to the inputs in order and runs the program: no tracing, no pass, no path search per
+call. ``@function`` (tenloom/function.py)
 traces a Python function into such plans.
 """
 
@@ -189,12 +190,6 @@ class Plan:
         )
 
 
-def compile(outputs: Any, inputs: Any = (), **opts: Any) -> Plan:  # noqa: A001
-    """Optimize ``outputs`` once; the plan binds arrays to ``inputs`` (placeholders) in order."""
-    outs = [outputs] if isinstance(outputs, Value) else list(outputs)
-    return Plan(outs, list(inputs), **opts)
-
-
 # options a saved plan keeps: those that shape how it runs (checked on save and load) and
 # those that only recorded how it was optimized (kept when they are plain data)
 _RUN_OPTIONS = ("device", "to_host", "threads", "deterministic", "memory_limit")
@@ -308,4 +303,4 @@ def _check_loaded_options(opts: dict) -> str | None:
     return None
 
 
-__all__ = ["Plan", "compile", "load", "save", "Node"]
+__all__ = ["Plan", "load", "save", "Node"]

@@ -270,7 +270,7 @@ def run_chunk(
     so that workers import it by name.)"""
     from tenloom.graph.node import make_node
     from tenloom.runtime.backends import get_backend
-    from tenloom.runtime.evaluate import parse_device
+    from tenloom.runtime.session import parse_device
 
     kind, index = parse_device(device)
     backend = get_backend(kind, index)

@@ -15,7 +15,9 @@ from tenloom.graph import build as _b
 from tenloom.graph.value import lifted
 from tenloom.tensor import Tensor
 
-globals().update({name: lifted(Tensor, _b.BUILDERS[name], name) for name in _b.PUBLIC_BUILDERS})
+globals().update(
+    {name: lifted(Tensor, _b.BUILDERS[name], name, __name__) for name in _b.PUBLIC_BUILDERS}
+)
 
 
 def einsum(*args: Any) -> Tensor:

@@ -106,14 +106,19 @@ def _new_session(start: int = 0) -> None:
         s = secrets.randbits(64)
         if s and s not in _issued:
             break
-    if _session in _issued:
-        _issued[_session][1] = start  # the old session issued [first, start)
     _issued[s] = [start, None]
     _session, _counter = s, itertools.count(start)
 
 
+def _close_session(end: int) -> None:
+    """The current session issued [first, end): nothing more of it after this."""
+    _issued[_session][1] = end
+
+
 def _after_fork_in_child() -> None:
-    _new_session(next(_counter))
+    end = next(_counter)
+    _close_session(end)
+    _new_session(end)
 
 
 _new_session()
@@ -125,6 +130,7 @@ def next_placeholder_id() -> int:
     """A placeholder uid never issued before, in this process or any other."""
     k = next(_counter)
     if k >> _COUNTER_BITS:  # 2**40 placeholders: go on in a new session
+        _close_session(1 << _COUNTER_BITS)
         _new_session()
         return next_placeholder_id()
     return (_session << _COUNTER_BITS) | k
@@ -143,9 +149,15 @@ def issued_here(uid: int) -> bool:
     span = _issued.get(uid >> _COUNTER_BITS)
     if span is None:
         return False
-    # the current session's end is the counter's next value (drawing it skips one number)
-    end = span[1] if span[1] is not None else next(_counter)
+    # a closed session issued [first, end); the current one [first, the counter's next value)
+    end = span[1] if span[1] is not None else _peek()
     return span[0] <= placeholder_number(uid) < end
+
+
+def _peek() -> int:
+    """The counter's next value, without drawing it. itertools.count has no accessor for it,
+    but its repr is ``count(n)`` (a number drawn meanwhile by another thread is below n)."""
+    return int(repr(_counter)[len("count(") : -1])
 
 
 def scalar_attrs(value, dtype: np.dtype) -> tuple:
