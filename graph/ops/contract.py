@@ -192,6 +192,55 @@ def _contract_infer(inputs, attrs):
     return tuple(sizes[lab] for lab in out), result_dtype("contract", inputs)
 
 
+class ContractLayout(NamedTuple):
+    """How one CONTRACT runs as a GEMM, worked out from its attrs and operand shapes: the axes
+    of labels found in one operand only (summed first), the kept labels of each operand, the
+    group sizes (batch, left, contracted, right), the permutations that put the kept axes in
+    GEMM order, and the natural result (batch + left + right) with the permutation to ``out``.
+    Shared by the reference below and the tuned kernel (runtime/kernels/contract.py)."""
+
+    a_only: tuple
+    b_only: tuple
+    a_kept: tuple
+    b_kept: tuple
+    sizes: dict
+    nb: int
+    nl: int
+    nk: int
+    nr: int
+    perm_a: tuple  # kept axes of a -> (batch, left, con)
+    perm_b: tuple  # kept axes of b -> (batch, con, right)
+    c_shape: tuple  # the natural result's shape, (batch, left, right)
+    perm_c: tuple  # natural result -> out
+
+
+def contract_layout(attrs, a_shape: tuple, b_shape: tuple) -> ContractLayout:
+    a_labels, b_labels, out, batch, left, con, right = attrs
+    a_only = tuple(i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out)
+    a_kept = tuple(lab for i, lab in enumerate(a_labels) if i not in a_only)
+    b_only = tuple(i for i, lab in enumerate(b_labels) if lab not in a_kept and lab not in out)
+    b_kept = tuple(lab for i, lab in enumerate(b_labels) if i not in b_only)
+    sizes = dict(zip(a_labels, a_shape))
+    sizes.update(zip(b_labels, b_shape))
+    nb, nl, nk, nr = (math.prod(sizes[lab] for lab in g) for g in (batch, left, con, right))
+    natural = batch + left + right
+    return ContractLayout(
+        a_only,
+        b_only,
+        a_kept,
+        b_kept,
+        sizes,
+        nb,
+        nl,
+        nk,
+        nr,
+        tuple(a_kept.index(lab) for lab in batch + left + con),
+        tuple(b_kept.index(lab) for lab in batch + con + right),
+        tuple(sizes[lab] for lab in natural),
+        tuple(natural.index(lab) for lab in out),
+    )
+
+
 def contract_ref(xs, attrs):
     """NumPy reference of one CONTRACT (constant folding, the reference interpreter): lone
     labels summed in the contraction's dtype, the operands grouped as A[batch, left, con] and
@@ -199,28 +248,16 @@ def contract_ref(xs, attrs):
     kernel does: BLAS shortcuts at k = 1 lose NaN and inf), the result in ``out``'s order.
     The tuned kernel is runtime/kernels/contract.py."""
     a, b = xs
-    a_labels, b_labels, out, batch, left, con, right = attrs
+    g = contract_layout(attrs, a.shape, b.shape)
     rdt = np.result_type(a.dtype, b.dtype)
-    keep_a = set(b_labels) | set(out)
-    keep_b = set(a_labels) | set(out)
-    a_only = tuple(i for i, lab in enumerate(a_labels) if lab not in keep_a)
-    b_only = tuple(i for i, lab in enumerate(b_labels) if lab not in keep_b)
-    if a_only:
-        a = a.sum(axis=a_only, dtype=rdt)
-    if b_only:
-        b = b.sum(axis=b_only, dtype=rdt)
-    a_kept = tuple(lab for i, lab in enumerate(a_labels) if i not in a_only)
-    b_kept = tuple(lab for i, lab in enumerate(b_labels) if i not in b_only)
-    sizes = dict(zip(a_kept, a.shape))
-    sizes.update(zip(b_kept, b.shape))
-
-    nb, nl, nk, nr = (math.prod(sizes[lab] for lab in g) for g in (batch, left, con, right))
-    a = a.transpose([a_kept.index(lab) for lab in batch + left + con]).reshape(nb, nl, nk)
-    b = b.transpose([b_kept.index(lab) for lab in batch + con + right]).reshape(nb, nk, nr)
-    c = np.multiply(a, b) if nk == 1 else np.matmul(a, b)
-    natural = batch + left + right
-    c = c.reshape(tuple(sizes[lab] for lab in natural))
-    return as_array(c.transpose([natural.index(lab) for lab in out]))
+    if g.a_only:
+        a = a.sum(axis=g.a_only, dtype=rdt)
+    if g.b_only:
+        b = b.sum(axis=g.b_only, dtype=rdt)
+    a = a.transpose(g.perm_a).reshape(g.nb, g.nl, g.nk)
+    b = b.transpose(g.perm_b).reshape(g.nb, g.nk, g.nr)
+    c = np.multiply(a, b) if g.nk == 1 else np.matmul(a, b)
+    return as_array(c.reshape(g.c_shape).transpose(g.perm_c))
 
 
 # ---- cost ------------------------------------------------------------------------------------

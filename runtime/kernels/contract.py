@@ -7,11 +7,11 @@ The op itself (attrs, shape rule, NumPy reference) is defined in graph/ops/contr
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable
 
 import numpy as np
+from tenloom.graph.ops.contract import contract_layout
 from tenloom.runtime.kernels import copy_plan
 
 TUNE_MAX_MADDS = 1 << 24  # kernels up to this size time their copy plans on the first call
@@ -33,26 +33,18 @@ def contract_kernel(
     operand copy are written into buffers taken from it rather than freshly allocated arrays.
 
     How each operand becomes its GEMM matrix (runtime/kernels/copy_plan.py) is decided once per
-    layout of
-    the operands: by the copy cost model, or, when ``tune()`` answers True on that call and the
-    kernel is small enough to run a few extra times, by timing the candidate plans."""
-    a_labels, b_labels, out, batch, left, con, right = attrs
-    a_only = tuple(i for i, lab in enumerate(a_labels) if lab not in b_labels and lab not in out)
-    a_kept = tuple(lab for i, lab in enumerate(a_labels) if i not in a_only)
-    b_only = tuple(i for i, lab in enumerate(b_labels) if lab not in a_kept and lab not in out)
-    b_kept = tuple(lab for i, lab in enumerate(b_labels) if i not in b_only)
-    sizes = dict(zip(a_labels, a_shape))
-    sizes.update(zip(b_labels, b_shape))
+    layout of the operands: by the copy cost model, or, when ``tune()`` answers True on that
+    call and the kernel is small enough to run a few extra times, by timing the candidate
+    plans."""
+    _, _, _, batch, left, con, _ = attrs  # a record, or a plain tuple from a test
+    g = contract_layout(attrs, a_shape, b_shape)
+    a_only, b_only, a_kept, b_kept = g.a_only, g.b_only, g.a_kept, g.b_kept
+    nb, nl, nk, nr, c_shape = g.nb, g.nl, g.nk, g.nr, g.c_shape
 
-    nb, nl, nk, nr = (math.prod(sizes[lab] for lab in g) for g in (batch, left, con, right))
-    pa = tuple(a_kept.index(lab) for lab in batch + left + con)
-    pb = tuple(b_kept.index(lab) for lab in batch + con + right)
-    pa = None if pa == tuple(range(len(pa))) else pa
-    pb = None if pb == tuple(range(len(pb))) else pb
-    natural = batch + left + right
-    c_shape = tuple(sizes[lab] for lab in natural)
-    pc = tuple(natural.index(lab) for lab in out)
-    pc = None if pc == tuple(range(len(pc))) else pc
+    def moved(perm):  # None where the permutation keeps every axis
+        return None if perm == tuple(range(len(perm))) else perm
+
+    pa, pb, pc = moved(g.perm_a), moved(g.perm_b), moved(g.perm_c)
     # plain GEMM (np.dot takes transposed views straight to BLAS) or batched (np.matmul).
     # Nothing summed (nk == 1: an outer, Hadamard or scaling product) is a broadcast multiply:
     # BLAS takes shortcuts there that lose IEEE values (np.dot of an (n, 1) and a (1, 1) matrix
