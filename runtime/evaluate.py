@@ -62,11 +62,7 @@ def evaluate(*tensors: Value, **opts: Any) -> tuple[np.ndarray, ...]:
     backend = get_backend(*parse_device(names[0]))
     if len(names) > 1:
         open_devices(names[1:])
-    if limit is not None and hit is None:
-        check_limit_feasible(graph, limit)
-    optimized = (hit if hit is not None else session.optimize(graph, o, key=key)).graph
-    if limit is not None:
-        check_memory_limit(optimized, limit)
+    optimized = session.optimize_within_limit(graph, o, hit, key).graph
     threads = session.DEFAULT_THREADS if o.threads is None else o.threads
     plain = threads == 1 and not o.deterministic and len(names) == 1 and limit is None
     if plain and o.scheduler is None and not o.progress:  # nothing to set up around the run

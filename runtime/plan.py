@@ -84,13 +84,8 @@ class Plan:
             raise TenloomError(f"compile: the outputs read placeholders not in inputs: {names}")
         if o.devices is not None:  # every device exists and has its backend, before the passes
             session.open_devices(o.devices)
-        limit = o.memory_limit
-        if limit is not None:
-            session.check_limit_feasible(self.graph, limit)
-        optimized = session.optimize(self.graph, o)  # evaluate's own, cached
+        optimized = session.optimize_within_limit(self.graph, o)  # evaluate's own, cached
         self.optimized = optimized.graph
-        if limit is not None:
-            session.check_memory_limit(self.optimized, limit)
         self._prepare(o, dict(optimized.stats))
         COUNTERS["compiles"] += 1
 

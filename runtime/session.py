@@ -207,6 +207,22 @@ def optimize(
     return result
 
 
+def optimize_within_limit(
+    graph: Graph, options: Options, hit: Optimized | None = None, key: Any = _UNSET
+) -> Optimized:
+    """``optimize`` for a run (evaluate, compile): with a ``memory_limit``, a graph that cannot
+    fit even sliced is refused before any search, and the optimized graph's predicted peak is
+    checked after it. ``hit``/``key``: the caller's own cache lookup (evaluate binds its feed
+    to the cached graph before optimizing)."""
+    limit = options.memory_limit
+    if limit is not None and hit is None:
+        check_limit_feasible(graph, limit)
+    optimized = hit if hit is not None else optimize(graph, options, key=key)
+    if limit is not None:
+        check_memory_limit(optimized.graph, limit)
+    return optimized
+
+
 def optimize_tensors(tensors: Sequence[Any], opts: Any, caller: str) -> tuple[Graph, Optimized]:
     """(traced graph, its optimization) of ``tensors`` with ``opts`` (keywords, checked as
     ``caller``'s): what dump, to_networkx, visualize and the CLI show."""
