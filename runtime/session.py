@@ -309,16 +309,11 @@ def _register_caches() -> None:
         ),
     )
 
-    # each loaded backend's own tables, by reference: copies of frozen constants on the device
-    # (weak: each goes with its array) and compiled kernels (one per kernel source)
-    def backend_tables(names: tuple[str, ...], weak: bool) -> caches.Computed:
+    # each loaded backend's own tables, as it lists them (Backend.caches): copies of frozen
+    # constants on the device (weak: each goes with its array) and compiled kernels
+    def backend_tables(kind: str, weak: bool) -> caches.Computed:
         def tables() -> list[dict]:
-            return [
-                t
-                for be in list(backends._LOADED.values())
-                for name in names
-                if isinstance(t := vars(be).get(name), dict)
-            ]
+            return [t for be in backends.loaded() for t in be.caches().get(kind, ())]
 
         def info() -> caches.CacheInfo:
             return caches.CacheInfo(sum(len(t) for t in tables()), None, weak=weak)
@@ -329,9 +324,8 @@ def _register_caches() -> None:
 
         return caches.Computed(info, clear)
 
-    caches.register("runtime.device_constants", backend_tables(("_consts",), True))
-    kernels = ("_kernels", "_programs", "_sources", "_small", "_compiled")
-    caches.register("runtime.device_kernels", backend_tables(kernels, False))
+    caches.register("runtime.device_constants", backend_tables("constants", True))
+    caches.register("runtime.device_kernels", backend_tables("kernels", False))
 
 
 _register_caches()

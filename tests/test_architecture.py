@@ -85,3 +85,19 @@ def test_the_optimized_graph_cache_tells_fusion_limits_apart():
     plain = session.optimize(graph, Options(fusion=no_fusion)).graph
     ops_of = lambda g: {n.op for n in g.order}  # noqa: E731
     assert Op.FUSED in ops_of(fused) and Op.FUSED not in ops_of(plain)
+
+
+def test_backends_list_their_own_caches_and_clear_caches_empties_them():
+    from tenloom.runtime.backends import base, get_backend, loaded
+
+    x = tl.asarray(np.linspace(0.0, 1.0, 64))
+    (tl.sin(x) * 2.0 + tl.cos(x) * 3.0).evaluate()  # a fused region: the CPU compiles it
+    cpu = get_backend("cpu")
+    assert cpu in loaded() and isinstance(cpu, base.Backend)
+    tables = cpu.caches()["kernels"]
+    assert sum(len(t) for t in tables) > 0
+    before = tl.cache_info()["runtime.device_kernels"].currsize
+    assert before >= sum(len(t) for t in tables)
+    tl.clear_caches()
+    assert sum(len(t) for t in tables) == 0
+    assert tl.cache_info()["runtime.device_kernels"].currsize == 0

@@ -48,5 +48,10 @@ def get_backend(kind: str, index: int = 0) -> Any:
     return be
 
 
+def loaded() -> list[Any]:
+    """The backends opened so far."""
+    return list(_LOADED.values())
+
+
 def known_kinds() -> list[str]:
     return sorted(_MODULES)

@@ -86,6 +86,11 @@ class Backend(Protocol):
     def synchronize(self) -> None:
         """Wait for all work enqueued on this device, every worker queue included."""
 
+    def caches(self) -> dict[str, list[dict]]:
+        """The backend's own caches, for ``tl.cache_info()`` / ``tl.clear_caches()``:
+        ``"constants"``, tables of device copies of frozen constants (each entry goes with its
+        array), and ``"kernels"``, tables of compiled kernels or programs."""
+
 
 class BackendBase:
     """Table dispatch of kernels, and the defaults of a device whose work is done when its call
@@ -131,3 +136,6 @@ class BackendBase:
 
     def synchronize(self) -> None:
         pass
+
+    def caches(self) -> dict[str, list[dict]]:
+        return {}

@@ -200,6 +200,9 @@ class Backend(BackendBase):
         self._small: dict[tuple, object] = {}
         self._compiled: dict[tuple, object] = {}  # numexpr programs (called from any thread)
 
+    def caches(self) -> dict[str, list[dict]]:
+        return {"kernels": [self._small, self._compiled]}
+
     def default_kernel(self, node: Node):
         ref, attrs = OPS[node.op].ref, node.attrs
         return lambda *xs: ref(xs, attrs)

@@ -151,7 +151,11 @@ class Backend(BackendBase):
         self._consts: dict[int, tuple[weakref.ref, Any]] = {}
         self._kernels: dict[tuple, Any] = {}
 
+    def caches(self) -> dict[str, list[dict]]:
+        return {"constants": [self._consts], "kernels": [self._kernels]}
+
     # ---- data movement --------------------------------------------------------------------
+
     def from_host(self, array: np.ndarray, constant: bool = False) -> Any:
         """Device copy of a host array; frozen constants (graph/ops/leaf.py ``is_frozen``) are
         copied once and reused, others every time (their values may have changed in place

@@ -172,7 +172,11 @@ class Backend(BackendBase):
         self._used = self._peak = 0
         self._consts: dict[int, tuple[weakref.ref, Any]] = {}
 
+    def caches(self) -> dict[str, list[dict]]:
+        return {"constants": [self._consts], "kernels": [self._programs, self._sources]}
+
     # ---- memory ----------------------------------------------------------------------------------
+
     def _alloc(self, nbytes: int) -> _Buffer:
         try:
             buf = _Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
