@@ -24,6 +24,7 @@ import numpy as np
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
+from tenloom.passes import caches
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph
 
@@ -33,6 +34,7 @@ COMMUTATIVE = frozenset({Op.ADD, Op.MUL, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR})
 
 _SAMPLE = 1 << 16  # bytes of a big constant that go into its fingerprint
 _ATTR_KEYS: dict = {}  # attrs -> stable int (a digest of their repr), shared across runs
+caches.register("passes.cse_attr_keys", caches.Table(_ATTR_KEYS, 100_000))
 
 
 def _stable(data: bytes) -> int:

@@ -286,7 +286,6 @@ def run_context(o: Options, names: Sequence[str], threads: int) -> Iterator[None
 
 def _register_caches() -> None:
     import tenloom.graph.ops.leaf as leaf
-    import tenloom.passes.cse as cse
     import tenloom.runtime.buffers as buffers
     import tenloom.runtime.program as program
     import tenloom.runtime.sliced as sliced
@@ -296,7 +295,6 @@ def _register_caches() -> None:
 
     caches.register("graph.scalar_nodes", caches.Table(leaf._SCALAR_NODES, 4096))
     caches.register("graph.slice_networks", caches.FunctionCache(inner_network))
-    caches.register("passes.cse_attr_keys", caches.Table(cse._ATTR_KEYS, 100_000))
     caches.register("runtime.slice_programs", caches.FunctionCache(sliced.optimized_inner))
     # compiled programs per optimized graph: weak, they go with their graph (a plan's, or one
     # in runtime.optimized_graphs)
