@@ -242,7 +242,10 @@ def lifted(cls: type, fn, name: str | None = None, module: str | None = None):
     ``module.name`` (so that it pickles by reference where ``module`` holds it)."""
 
     def wrapper(*args, **kwargs):
-        return cls(fn(*args, **kwargs))
+        out = fn(*args, **kwargs)
+        if type(out) is tuple:  # a builder of several results (slogdet): a tuple of them
+            return tuple(cls(n) for n in out)
+        return cls(out)
 
     functools.update_wrapper(wrapper, fn)
     if name is not None:

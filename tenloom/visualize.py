@@ -55,6 +55,7 @@ KIND_COLORS: dict[OpKind, str] = {
     OpKind.REDUCE: "#fff59d",
     OpKind.MOVEMENT: "#e1bee7",
     OpKind.CONTRACTION: "#ffccbc",
+    OpKind.LINALG: "#b2dfdb",
     OpKind.FUSED: "#c8e6c9",
 }
 # Border colours of devices: CPU is always grey; other devices take these in order of first

@@ -69,6 +69,17 @@ def check_jvp(f, shapes, dtype="float64", seed=0, positive=False, mode="tl", rto
     assert abs(forward - reverse) <= 1e-9 * max(1.0, abs(forward), abs(reverse))
 
 
+def _linalg_all(a):
+    """inv, solve, det, slogdet and cholesky of a (3, 3) well-conditioned matrix made of ``a``
+    (3, 4), summed into one (3, 4) result."""
+    m = a[:, :3] + 3.0 * tl.eye(3, dtype=a.dtype)
+    sign, logabs = tl.linalg.slogdet(m)
+    h = m @ tl.conj(m.T) + tl.eye(3, dtype=a.dtype)
+    scalars = tl.linalg.det(m) * 0.1 + sign * logabs
+    square = tl.linalg.inv(m) + tl.linalg.cholesky(h) * scalars
+    return tl.linalg.solve(m, a) + tl.concatenate([square, a[:, :1]], axis=1)
+
+
 S = (3, 4)
 SCATTER = (((6, 0, -2), (2, 5, 2)), (7, 5))  # SLICE_SCATTER attrs for a (3, 2) operand
 EXTRA = {
@@ -141,6 +152,9 @@ EXTRA = {
         "complex128",
         False,
     ),
+    # tl.linalg (its own cases in tests/test_linalg.py): every rule once, real and complex
+    "linalg": (lambda a: _linalg_all(a), [S], "float64", False),
+    "c_linalg": (lambda a: _linalg_all(a), [S], "complex128", False),
     "c_matmul_tensordot": (
         lambda a, b: tl.tensordot(a @ tl.conj(b).T, b, 1),
         [S, S],

@@ -88,6 +88,12 @@ def test_bad_index_is_a_device_error():
         tl.asarray(np.ones(2)).evaluate(device="opencl:99")
 
 
+def test_linalg_ops_without_a_kernel_are_a_device_error_naming_the_op(device):
+    x = tl.placeholder((3, 3))
+    with pytest.raises(tl.DeviceError, match=f"{device}: no kernel for op 'inv'"):
+        (tl.linalg.inv(x) * 2.0).evaluate(device=device, feed={x: np.eye(3)})
+
+
 # ---- contractions -------------------------------------------------------------------------------
 
 

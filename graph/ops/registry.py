@@ -1,10 +1,10 @@
 """Op kinds and the op registry: one :class:`OpDef` per op, holding everything that defines it.
 
 Each op family module of this package (``leaf``, ``elementwise``, ``reduce``, ``movement``,
-``contract``, ``sliced``, ``fused``) registers its ops once with :func:`register_op`: the typed
-attrs record, the shape/dtype rule run at trace time, the NumPy reference, the VJP and JVP
-rules, the cost, the check of attributes read from a file and the dump text, beside the op (as
-JAX keeps a primitive's rules beside the primitive).
+``contract``, ``linalg``, ``sliced``, ``fused``) registers its ops once with
+:func:`register_op`: the typed attrs record, the shape/dtype rule run at trace time, the NumPy
+reference, the VJP and JVP rules, the cost, the check of attributes read from a file and the
+dump text, beside the op (as JAX keeps a primitive's rules beside the primitive).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ class OpKind(enum.Enum):
     REDUCE = "reduce"
     MOVEMENT = "movement"
     CONTRACTION = "contraction"
+    LINALG = "linalg"
     FUSED = "fused"
 
 

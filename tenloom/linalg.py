@@ -1,0 +1,22 @@
+"""``tl.linalg``: linear algebra with NumPy's names and semantics (``numpy.linalg``), batched
+over leading axes, lazy and differentiable (forward and reverse mode, complex inputs
+included). The ops and their rules live in graph/ops/linalg.py.
+
+``inv``, ``solve``, ``det``, ``slogdet`` (a tuple ``(sign, logabsdet)`` of Tensors) and
+``cholesky`` (lower).
+"""
+
+from __future__ import annotations
+
+from tenloom.graph import build as _b
+from tenloom.graph.value import lifted
+from tenloom.tensor import Tensor
+
+__all__ = ["cholesky", "det", "inv", "slogdet", "solve"]
+
+cholesky = lifted(Tensor, _b.BUILDERS["cholesky"], "cholesky", __name__)
+det = lifted(Tensor, _b.BUILDERS["det"], "det", __name__)
+inv = lifted(Tensor, _b.BUILDERS["inv"], "inv", __name__)
+slogdet = lifted(Tensor, _b.BUILDERS["slogdet"], "slogdet", __name__)
+slogdet.__annotations__["return"] = "tuple[Tensor, Tensor]"
+solve = lifted(Tensor, _b.BUILDERS["solve"], "solve", __name__)
