@@ -2,8 +2,9 @@
 over leading axes, lazy and differentiable (forward and reverse mode, complex inputs
 included). The ops and their rules live in graph/ops/linalg.py.
 
-``inv``, ``solve``, ``det``, ``slogdet`` (a tuple ``(sign, logabsdet)`` of Tensors) and
-``cholesky`` (lower).
+``inv``, ``solve``, ``det``, ``slogdet`` (a tuple ``(sign, logabsdet)`` of Tensors),
+``cholesky`` (lower), ``eigh`` (a tuple ``(eigenvalues, eigenvectors)``; ``UPLO="L"``, and
+``eps=`` the broadening of its derivatives) and ``qr`` (``mode="reduced"``, or ``"r"``).
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from tenloom.graph import build as _b
 from tenloom.graph.value import lifted
 from tenloom.tensor import Tensor
 
-__all__ = ["cholesky", "det", "inv", "slogdet", "solve"]
+__all__ = ["cholesky", "det", "eigh", "inv", "qr", "slogdet", "solve"]
 
 cholesky = lifted(Tensor, _b.BUILDERS["cholesky"], "cholesky", __name__)
 det = lifted(Tensor, _b.BUILDERS["det"], "det", __name__)
 inv = lifted(Tensor, _b.BUILDERS["inv"], "inv", __name__)
 slogdet = lifted(Tensor, _b.BUILDERS["slogdet"], "slogdet", __name__)
 slogdet.__annotations__["return"] = "tuple[Tensor, Tensor]"
+eigh = lifted(Tensor, _b.BUILDERS["eigh"], "eigh", __name__)
+eigh.__annotations__["return"] = "tuple[Tensor, Tensor]"
+qr = lifted(Tensor, _b.BUILDERS["qr"], "qr", __name__)
+qr.__annotations__["return"] = "tuple[Tensor, Tensor] | Tensor"
 solve = lifted(Tensor, _b.BUILDERS["solve"], "solve", __name__)

@@ -70,14 +70,16 @@ def check_jvp(f, shapes, dtype="float64", seed=0, positive=False, mode="tl", rto
 
 
 def _linalg_all(a):
-    """inv, solve, det, slogdet and cholesky of a (3, 3) well-conditioned matrix made of ``a``
-    (3, 4), summed into one (3, 4) result."""
+    """inv, solve, det, slogdet, cholesky, eigh (a gauge-invariant function of it) and qr of a
+    (3, 3) well-conditioned matrix made of ``a`` (3, 4), summed into one (3, 4) result."""
     m = a[:, :3] + 3.0 * tl.eye(3, dtype=a.dtype)
     sign, logabs = tl.linalg.slogdet(m)
     h = m @ tl.conj(m.T) + tl.eye(3, dtype=a.dtype)
     scalars = tl.linalg.det(m) * 0.1 + sign * logabs
-    square = tl.linalg.inv(m) + tl.linalg.cholesky(h) * scalars
-    return tl.linalg.solve(m, a) + tl.concatenate([square, a[:, :1]], axis=1)
+    w, v = tl.linalg.eigh(h)
+    q, r = tl.linalg.qr(a)
+    square = tl.linalg.inv(m) + tl.linalg.cholesky(h) * scalars + (v * tl.sin(w)) @ tl.conj(v.T)
+    return tl.linalg.solve(m, a) + tl.concatenate([square, a[:, :1]], axis=1) + q @ r * r
 
 
 S = (3, 4)

@@ -140,19 +140,113 @@ GRADS = {
 }
 
 
-@pytest.mark.parametrize("dtype", ["float64", "complex128"])
-@pytest.mark.parametrize("name", list(GRADS))
+def _flat(*xs):
+    return tl.concatenate([tl.reshape(x, (-1,)) for x in xs])
+
+
+def _matrix_function(a, uplo="L"):
+    """V exp(w / 4) V^H: a gauge-invariant function of the eigenvectors."""
+    w, v = tl.linalg.eigh(a, uplo)
+    return (v * tl.expand_dims(tl.exp(0.25 * w), -2)) @ mH(v)
+
+
+GRADS.update(
+    {
+        "eigh_values": (lambda a: tl.linalg.eigh(a)[0], [(4, 4)]),
+        "eigh_values_upper_batched": (lambda a: tl.linalg.eigh(a, "U")[0], [(2, 3, 3)]),
+        "eigh_gauge_invariant": (_matrix_function, [(4, 4)]),
+        "eigh_gauge_invariant_upper_batched": (lambda a: _matrix_function(a, "U"), [(2, 3, 3)]),
+        "eigh_abs2_vectors": (lambda a: tl.abs(tl.linalg.eigh(a)[1]) ** 2, [(2, 3, 3)]),
+        "qr_tall": (lambda a: _flat(*tl.linalg.qr(a)), [(5, 3)]),
+        "qr_square_batched": (lambda a: _flat(*tl.linalg.qr(a)), [(2, 3, 3)]),
+        "qr_wide": (lambda a: _flat(*tl.linalg.qr(a)), [(3, 5)]),
+        "qr_wide_batched": (lambda a: _flat(*tl.linalg.qr(a)), [(2, 2, 4)]),
+        "qr_r": (lambda a: tl.linalg.qr(a, "r"), [(4, 3)]),
+    }
+)
+# real symmetric eigenvectors have a sign for gauge, locally constant: V itself differentiates
+REAL_ONLY = {"eigh_vectors": (lambda a: _flat(*tl.linalg.eigh(a)), [(2, 4, 4)])}
+CASES = [(k, "float64") for k in REAL_ONLY] + [
+    (k, dt) for k in GRADS for dt in ("float64", "complex128")
+]
+
+
+@pytest.mark.parametrize(("name", "dtype"), CASES)
 def test_gradients_match_finite_differences(name, dtype):
-    f, shapes = GRADS[name]
+    f, shapes = {**GRADS, **REAL_ONLY}[name]
     check_grads(f, shapes, dtype)
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("dtype", ["float64", "complex128"])
-@pytest.mark.parametrize("name", list(GRADS))
+@pytest.mark.parametrize(("name", "dtype"), CASES)
 def test_jvp_matches_finite_differences_and_the_vjp(name, dtype, mode):
-    f, shapes = GRADS[name]
+    f, shapes = {**GRADS, **REAL_ONLY}[name]
     check_jvp(f, shapes, dtype, mode=mode)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_eigh_gradient_next_to_a_degenerate_pair_is_finite_and_right(dtype):
+    """A with a doubly degenerate eigenvalue: the projector onto the third (simple) eigenvector
+    is smooth, and its gradient, whose degenerate pair's term is 0 * 1 / (w_2 - w_1), stays
+    finite with the broadening and matches finite differences."""
+    rng = np.random.default_rng(3)
+    q, _ = np.linalg.qr(_rand(rng, (3, 3), dtype))
+    a = (q * np.array([1.0, 1.0, 2.0])) @ q.conj().T
+    c, d = _rand(rng, (3, 3), dtype), _rand(rng, (3, 3), dtype)
+
+    def loss_np(m):
+        v = np.linalg.eigh(m)[1][:, 2:]
+        return float(np.sum(np.real((v @ v.conj().T) * np.conj(c))))
+
+    x = tl.placeholder((3, 3), dtype)
+    v = tl.linalg.eigh(x)[1][:, 2:]
+    (g,) = tl.grad(tl.sum(tl.real((v @ mH(v)) * tl.conj(tl.asarray(c)))), [x])
+    got = g.evaluate(feed={x: a})
+    assert np.all(np.isfinite(got))
+    numeric = (loss_np(a + 1e-6 * d) - loss_np(a - 1e-6 * d)) / 2e-6
+    assert abs(float(np.real(np.vdot(got, d))) - numeric) <= 1e-6 * max(1.0, abs(numeric))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 5, 3), (3, 5)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_decompositions_match_numpy_and_reconstruct(dtype, shape):
+    rng = np.random.default_rng(0)
+    a = _rand(rng, shape, dtype)
+    q, r = tl.linalg.qr(a)
+    got_q, got_r, got_r_only = tl.evaluate(q, r, tl.linalg.qr(a, mode="r"))
+    want_q, want_r = np.linalg.qr(a)
+    assert (q.dtype, r.dtype) == (want_q.dtype, want_r.dtype)
+    assert_close(got_q, want_q, dtype)
+    assert_close(got_r, want_r, dtype)
+    assert_close(got_r_only, want_r, dtype)
+    assert_close(got_q @ got_r, a, dtype)
+    if shape[-1] != shape[-2]:
+        return
+    for uplo in "LU":
+        w, v = tl.linalg.eigh(a, UPLO=uplo)
+        got_w, got_v = tl.evaluate(w, v)
+        want_w, want_v = np.linalg.eigh(a, UPLO=uplo)
+        assert (w.dtype, v.dtype) == (want_w.dtype, want_v.dtype)
+        assert_close(got_w, want_w, dtype)
+        assert_close(got_v, want_v, dtype)
+
+
+def test_decomposition_errors_are_typed():
+    with pytest.raises(tl.ShapeError, match=r"eigh: operand 0 of shape \(3, 4\)"):
+        tl.linalg.eigh(np.ones((3, 4)))
+    with pytest.raises(tl.ShapeError, match=r"qr: operand 0 of shape \(4,\) has 1 axes"):
+        tl.linalg.qr(np.ones(4))
+    with pytest.raises(tl.DTypeError, match="qr: not defined for dtype float16"):
+        tl.linalg.qr(np.ones((2, 2), "float16"))
+    with pytest.raises(tl.OptionError, match="UPLO must be 'L' or 'U'"):
+        tl.linalg.eigh(np.eye(2), "X")
+    with pytest.raises(tl.OptionError, match="eps must be finite"):
+        tl.linalg.eigh(np.eye(2), eps=-1.0)
+    with pytest.raises(tl.OptionTypeError, match="eps"):
+        tl.linalg.eigh(np.eye(2), eps="big")
+    with pytest.raises(tl.OptionError, match="mode 'complete' is not supported"):
+        tl.linalg.qr(np.eye(2), mode="complete")
+    assert [t.dtype for t in tl.linalg.eigh(np.eye(2, dtype=int))] == [np.float64] * 2
 
 
 def test_gradient_of_logdet_is_the_inverse_transpose():
@@ -198,6 +292,14 @@ def test_save_and_load_round_trip(tmp_path):
     tl.save(out, tmp_path / "graph.json")
     back = tl.load(tmp_path / "graph.json")
     assert "cholesky(" in tl.dump(back) and "slogdet_sign(" in tl.dump(back)
+    w, v = tl.linalg.eigh(x, eps=1e-8)
+    q, r = tl.linalg.qr(x[:, :, :2])
+    outs = (w, v, q, r)
+    tl.save(outs, tmp_path / "decompositions.json")
+    loaded = tl.load(tmp_path / "decompositions.json")
+    assert "eigh[UPLO=L, eps=1e-08]" in tl.dump(loaded[1]) and "qr[mode=reduced]" in tl.dump(r)
+    for got, ref in zip(tl.evaluate(*loaded, feed={x: a}), tl.evaluate(*outs, feed={x: a})):
+        assert_close(got, ref)
     tl.save(tl.compile(out, [x]), tmp_path / "plan.json")
     plan = tl.load(tmp_path / "plan.json")
     (got,) = plan(a)
