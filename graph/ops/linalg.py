@@ -343,11 +343,23 @@ for _op, _ref, _drop, _vjp, _jvp, _cost in (
         check_attrs=check_no_attrs,
     )
 
+
+def _solve_ref(xs, at):
+    """numpy.linalg.solve with both batches broadcast first, so that NumPy 1's rule (which
+    CuPy follows: b of one axis fewer than a is a stack of vectors) reads b as matrices too."""
+    a, b = xs
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if a.shape[:-2] != batch or b.shape[:-2] != batch:
+        a = np.broadcast_to(a, batch + a.shape[-2:])
+        b = np.broadcast_to(b, batch + b.shape[-2:])
+    return np.linalg.solve(a, b)
+
+
 register_op(
     Op.SOLVE,
     OpKind.LINALG,
     _solve_infer,
-    lambda xs, at: np.linalg.solve(xs[0], xs[1]),
+    _solve_ref,
     2,
     vjp=_solve_vjp,
     jvp=_solve_jvp,
