@@ -4,7 +4,8 @@ included). The ops and their rules live in graph/ops/linalg.py.
 
 ``inv``, ``solve``, ``det``, ``slogdet`` (a tuple ``(sign, logabsdet)`` of Tensors),
 ``cholesky`` (lower), ``eigh`` (a tuple ``(eigenvalues, eigenvectors)``; ``UPLO="L"``, and
-``eps=`` the broadening of its derivatives) and ``qr`` (``mode="reduced"``, or ``"r"``).
+``eps=`` the broadening of its derivatives), ``eigvalsh`` and ``qr`` (``mode="reduced"``, or
+``"r"``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from tenloom.graph import build as _b
 from tenloom.graph.value import lifted
 from tenloom.tensor import Tensor
 
-__all__ = ["cholesky", "det", "eigh", "inv", "qr", "slogdet", "solve"]
+__all__ = ["cholesky", "det", "eigh", "eigvalsh", "inv", "qr", "slogdet", "solve"]
 
 cholesky = lifted(Tensor, _b.BUILDERS["cholesky"], "cholesky", __name__)
 det = lifted(Tensor, _b.BUILDERS["det"], "det", __name__)
@@ -22,6 +23,7 @@ slogdet = lifted(Tensor, _b.BUILDERS["slogdet"], "slogdet", __name__)
 slogdet.__annotations__["return"] = "tuple[Tensor, Tensor]"
 eigh = lifted(Tensor, _b.BUILDERS["eigh"], "eigh", __name__)
 eigh.__annotations__["return"] = "tuple[Tensor, Tensor]"
+eigvalsh = lifted(Tensor, _b.BUILDERS["eigvalsh"], "eigvalsh", __name__)
 qr = lifted(Tensor, _b.BUILDERS["qr"], "qr", __name__)
 qr.__annotations__["return"] = "tuple[Tensor, Tensor] | Tensor"
 solve = lifted(Tensor, _b.BUILDERS["solve"], "solve", __name__)

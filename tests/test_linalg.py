@@ -156,6 +156,7 @@ GRADS.update(
         "eigh_values_upper_batched": (lambda a: tl.linalg.eigh(a, "U")[0], [(2, 3, 3)]),
         "eigh_gauge_invariant": (_matrix_function, [(4, 4)]),
         "eigh_gauge_invariant_upper_batched": (lambda a: _matrix_function(a, "U"), [(2, 3, 3)]),
+        "eigvalsh": (lambda a: tl.linalg.eigvalsh(a, "U"), [(2, 3, 3)]),
         "eigh_abs2_vectors": (lambda a: tl.abs(tl.linalg.eigh(a)[1]) ** 2, [(2, 3, 3)]),
         "qr_tall": (lambda a: _flat(*tl.linalg.qr(a)), [(5, 3)]),
         "qr_square_batched": (lambda a: _flat(*tl.linalg.qr(a)), [(2, 3, 3)]),
@@ -226,6 +227,7 @@ def test_decompositions_match_numpy_and_reconstruct(dtype, shape):
         w, v = tl.linalg.eigh(a, UPLO=uplo)
         got_w, got_v = tl.evaluate(w, v)
         want_w, want_v = np.linalg.eigh(a, UPLO=uplo)
+        assert_close(tl.linalg.eigvalsh(a, uplo).evaluate(), np.linalg.eigvalsh(a, uplo), dtype)
         assert (w.dtype, v.dtype) == (want_w.dtype, want_v.dtype)
         assert_close(got_w, want_w, dtype)
         assert_close(got_v, want_v, dtype)
@@ -304,3 +306,27 @@ def test_save_and_load_round_trip(tmp_path):
     plan = tl.load(tmp_path / "plan.json")
     (got,) = plan(a)
     assert_close(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_second_derivatives_differentiate_the_rules_again(dtype):
+    """The rules are graphs of linalg ops themselves: Hessian-vector products of a loss
+    through inv, slogdet, eigh and qr match central differences of the gradient."""
+    rng = np.random.default_rng(7)
+    x = tl.placeholder((3, 3), dtype)
+    m = _shift(x)
+    q, r = tl.linalg.qr(m)
+    w = tl.linalg.eigvalsh(m @ mH(m))
+    loss = (
+        tl.sum(tl.abs(tl.linalg.inv(m)) ** 2)
+        + tl.linalg.slogdet(m)[1]
+        + tl.sum(w * w) * 0.01
+        + tl.sum(tl.abs(q * r) ** 2)
+    )
+    a, v = _rand(rng, (3, 3), dtype), _rand(rng, (3, 3), dtype)
+    (hv,) = tl.hvp(loss, [x], [tl.asarray(v)])
+    (g,) = tl.grad(loss, [x])
+    eps = 1e-5
+    numeric = (g.evaluate(feed={x: a + eps * v}) - g.evaluate(feed={x: a - eps * v})) / (2 * eps)
+    got = hv.evaluate(feed={x: a})
+    assert np.max(np.abs(got - numeric)) <= 1e-5 * max(1.0, np.max(np.abs(numeric)))

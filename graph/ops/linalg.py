@@ -667,6 +667,13 @@ def eigh(a: Any, UPLO: str = "L", *, eps: float = DEFAULT_EPS) -> tuple[Node, No
 
 
 @builder(public=False)
+def eigvalsh(a: Any, UPLO: str = "L", *, eps: float = DEFAULT_EPS) -> Node:  # noqa: N803
+    """The eigenvalues, ascending, of each Hermitian matrix of ``a``, as
+    ``numpy.linalg.eigvalsh``: the first result of :func:`eigh` (one EIGH node serves both)."""
+    return eigh(a, UPLO, eps=eps)[0]
+
+
+@builder(public=False)
 def qr(a: Any, mode: str = "reduced") -> Any:
     """``(Q, R)`` of each matrix of ``a`` (..., M, N), as ``numpy.linalg.qr``: Q (..., M, K)
     with orthonormal columns, R (..., K, N) upper triangular (K = min(M, N)), with LAPACK's
