@@ -4,8 +4,8 @@ included). The ops and their rules live in graph/ops/linalg.py.
 
 ``inv``, ``solve``, ``det``, ``slogdet`` (a tuple ``(sign, logabsdet)`` of Tensors),
 ``cholesky`` (lower), ``eigh`` (a tuple ``(eigenvalues, eigenvectors)``; ``UPLO="L"``, and
-``eps=`` the broadening of its derivatives), ``eigvalsh`` and ``qr`` (``mode="reduced"``, or
-``"r"``).
+``eps=`` the broadening of its derivatives), ``eigvalsh``, ``qr`` (``mode="reduced"``, or
+``"r"``), ``svd`` (reduced: ``full_matrices=False``, or a square matrix) and ``svdvals``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,18 @@ from tenloom.graph import build as _b
 from tenloom.graph.value import lifted
 from tenloom.tensor import Tensor
 
-__all__ = ["cholesky", "det", "eigh", "eigvalsh", "inv", "qr", "slogdet", "solve"]
+__all__ = [
+    "cholesky",
+    "det",
+    "eigh",
+    "eigvalsh",
+    "inv",
+    "qr",
+    "slogdet",
+    "solve",
+    "svd",
+    "svdvals",
+]
 
 cholesky = lifted(Tensor, _b.BUILDERS["cholesky"], "cholesky", __name__)
 det = lifted(Tensor, _b.BUILDERS["det"], "det", __name__)
@@ -27,3 +38,6 @@ eigvalsh = lifted(Tensor, _b.BUILDERS["eigvalsh"], "eigvalsh", __name__)
 qr = lifted(Tensor, _b.BUILDERS["qr"], "qr", __name__)
 qr.__annotations__["return"] = "tuple[Tensor, Tensor] | Tensor"
 solve = lifted(Tensor, _b.BUILDERS["solve"], "solve", __name__)
+svd = lifted(Tensor, _b.BUILDERS["svd"], "svd", __name__)
+svd.__annotations__["return"] = "tuple[Tensor, Tensor, Tensor] | Tensor"
+svdvals = lifted(Tensor, _b.BUILDERS["svdvals"], "svdvals", __name__)

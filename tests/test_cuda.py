@@ -197,6 +197,7 @@ def test_linalg_runs_cupy_linalg_and_matches_cpu(dtype):
     w, v = tl.linalg.eigh(x)
     q, r = tl.linalg.qr(x[:, :, :3])
     sign, logabs = tl.linalg.slogdet(x)
+    u, s, vh = tl.linalg.svd(x[:, :3, :], full_matrices=False)
     h = x @ tl.conj(tl.moveaxis(x, -1, -2))
     outs = [
         tl.linalg.inv(x),
@@ -210,6 +211,9 @@ def test_linalg_runs_cupy_linalg_and_matches_cpu(dtype):
         tl.abs(v),
         q,
         r,
+        s,
+        tl.abs(u),
+        tl.abs(vh),
     ]
     loss = tl.sum(tl.real(tl.linalg.inv(x) * tl.linalg.det(x)[:, None, None])) + tl.sum(logabs)
     outs += list(tl.grad(loss, [x]))

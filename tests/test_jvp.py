@@ -70,8 +70,9 @@ def check_jvp(f, shapes, dtype="float64", seed=0, positive=False, mode="tl", rto
 
 
 def _linalg_all(a):
-    """inv, solve, det, slogdet, cholesky, eigh (a gauge-invariant function of it) and qr of a
-    (3, 3) well-conditioned matrix made of ``a`` (3, 4), summed into one (3, 4) result."""
+    """inv, solve, det, slogdet, cholesky, eigh (a gauge-invariant function of it), qr and
+    svdvals of a (3, 3) well-conditioned matrix made of ``a`` (3, 4), summed into one (3, 4)
+    result."""
     m = a[:, :3] + 3.0 * tl.eye(3, dtype=a.dtype)
     sign, logabs = tl.linalg.slogdet(m)
     h = m @ tl.conj(m.T) + tl.eye(3, dtype=a.dtype)
@@ -79,7 +80,8 @@ def _linalg_all(a):
     w, v = tl.linalg.eigh(h)
     q, r = tl.linalg.qr(a)
     square = tl.linalg.inv(m) + tl.linalg.cholesky(h) * scalars + (v * tl.sin(w)) @ tl.conj(v.T)
-    return tl.linalg.solve(m, a) + tl.concatenate([square, a[:, :1]], axis=1) + q @ r * r
+    sv = tl.expand_dims(tl.linalg.svdvals(a), -1)
+    return tl.linalg.solve(m, a) + tl.concatenate([square, a[:, :1]], axis=1) + q @ r * r + sv
 
 
 S = (3, 4)

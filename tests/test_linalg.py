@@ -150,6 +150,13 @@ def _matrix_function(a, uplo="L"):
     return (v * tl.expand_dims(tl.exp(0.25 * w), -2)) @ mH(v)
 
 
+def _svd_invariant(a):
+    """U f(S) Vh and |U|^2, |Vh|^2: gauge-invariant functions of the singular vectors."""
+    u, s, vh = tl.linalg.svd(a, full_matrices=False)
+    usv = (u * tl.expand_dims(tl.sin(s), -2)) @ vh
+    return _flat(usv, tl.abs(u) ** 2, tl.abs(vh) ** 2)
+
+
 GRADS.update(
     {
         "eigh_values": (lambda a: tl.linalg.eigh(a)[0], [(4, 4)]),
@@ -157,6 +164,11 @@ GRADS.update(
         "eigh_gauge_invariant": (_matrix_function, [(4, 4)]),
         "eigh_gauge_invariant_upper_batched": (lambda a: _matrix_function(a, "U"), [(2, 3, 3)]),
         "eigvalsh": (lambda a: tl.linalg.eigvalsh(a, "U"), [(2, 3, 3)]),
+        "svdvals_tall": (tl.linalg.svdvals, [(4, 3)]),
+        "svdvals_wide_batched": (tl.linalg.svdvals, [(2, 2, 4)]),
+        "svd_gauge_invariant_tall": (lambda a: _svd_invariant(a), [(4, 3)]),
+        "svd_gauge_invariant_wide": (lambda a: _svd_invariant(a), [(3, 5)]),
+        "svd_gauge_invariant_square_batched": (lambda a: _svd_invariant(a), [(2, 3, 3)]),
         "eigh_abs2_vectors": (lambda a: tl.abs(tl.linalg.eigh(a)[1]) ** 2, [(2, 3, 3)]),
         "qr_tall": (lambda a: _flat(*tl.linalg.qr(a)), [(5, 3)]),
         "qr_square_batched": (lambda a: _flat(*tl.linalg.qr(a)), [(2, 3, 3)]),
@@ -166,7 +178,11 @@ GRADS.update(
     }
 )
 # real symmetric eigenvectors have a sign for gauge, locally constant: V itself differentiates
-REAL_ONLY = {"eigh_vectors": (lambda a: _flat(*tl.linalg.eigh(a)), [(2, 4, 4)])}
+REAL_ONLY = {
+    "eigh_vectors": (lambda a: _flat(*tl.linalg.eigh(a)), [(2, 4, 4)]),
+    "svd_vectors_tall": (lambda a: _flat(*tl.linalg.svd(a, False)), [(4, 3)]),
+    "svd_vectors_wide_batched": (lambda a: _flat(*tl.linalg.svd(a, False)), [(2, 3, 4)]),
+}
 CASES = [(k, "float64") for k in REAL_ONLY] + [
     (k, dt) for k in GRADS for dt in ("float64", "complex128")
 ]
@@ -221,6 +237,15 @@ def test_decompositions_match_numpy_and_reconstruct(dtype, shape):
     assert_close(got_r, want_r, dtype)
     assert_close(got_r_only, want_r, dtype)
     assert_close(got_q @ got_r, a, dtype)
+    u, s, vh = tl.linalg.svd(a, full_matrices=False)
+    got_u, got_s, got_vh, got_vals = tl.evaluate(u, s, vh, tl.linalg.svdvals(a))
+    want_u, want_s, want_vh = np.linalg.svd(a, full_matrices=False)
+    assert (u.dtype, s.dtype, vh.dtype) == (want_u.dtype, want_s.dtype, want_vh.dtype)
+    assert_close(got_s, want_s, dtype)
+    assert_close(got_vals, want_s, dtype)
+    assert_close(np.abs(got_u), np.abs(want_u), dtype)
+    assert_close(np.abs(got_vh), np.abs(want_vh), dtype)
+    assert_close((got_u * got_s[..., None, :]) @ got_vh, a, dtype)
     if shape[-1] != shape[-2]:
         return
     for uplo in "LU":
@@ -246,6 +271,11 @@ def test_decomposition_errors_are_typed():
         tl.linalg.eigh(np.eye(2), eps=-1.0)
     with pytest.raises(tl.OptionTypeError, match="eps"):
         tl.linalg.eigh(np.eye(2), eps="big")
+    with pytest.raises(tl.OptionError, match="svd: full_matrices=True is not supported"):
+        tl.linalg.svd(np.ones((3, 2)))
+    assert len(tl.linalg.svd(np.eye(2))) == 3
+    with pytest.raises(tl.ShapeError, match="svd: operand 0"):
+        tl.linalg.svdvals(np.ones(3))
     with pytest.raises(tl.OptionError, match="mode 'complete' is not supported"):
         tl.linalg.qr(np.eye(2), mode="complete")
     assert [t.dtype for t in tl.linalg.eigh(np.eye(2, dtype=int))] == [np.float64] * 2

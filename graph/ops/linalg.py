@@ -1,5 +1,5 @@
 """Linear algebra on stacks of matrices: inv, solve, det, slogdet (two ops: its sign and the log
-of its absolute value), cholesky, and the decompositions eigh and qr, with NumPy's semantics
+of its absolute value), cholesky, and the decompositions eigh, qr and svd, with NumPy's semantics
 (``numpy.linalg``) and batched over leading axes; ``tl.linalg`` (tenloom/linalg.py) exposes
 them.
 
@@ -23,7 +23,7 @@ inputs built as ``x @ x^H`` they give the usual rule: dL = L Phi(L^-1 dA L^-H), 
 lower triangle with the diagonal halved. Singular operands make the rules' solves fail at run
 time, as numpy.linalg does (det and slogdet of a singular matrix have no derivative here).
 
-Decompositions (EIGH, QR) are one node each whose value packs all their results into one flat
+Decompositions (EIGH, QR, SVD) are one node each whose value packs all their results into one flat
 array (see "decompositions" below); the builders return views of it.
 
 ``eigh`` (A = V diag(w) V^H, the ``UPLO`` triangle read as for cholesky): with
@@ -47,6 +47,16 @@ gives the unbroadened rule (inf or nan at an exact degeneracy).
 M >= N, with C = Q^H dA R^-1 and U = triu(C, 1) + tril(C, -1)^H + Re diag(C), dR = U R and
 dQ = dA R^-1 - Q U; for M < N, A = [X | Y] with X = Q R1 square and R2 = Q^H Y, so
 dR2 = dQ^H Y + Q^H dY. The VJP rules are the adjoints of these maps.
+
+``svd`` (reduced, A = U diag(s) V^H, s descending): with dP = U^H dA V, ds = Re diag(dP),
+U^H dU = F * (dP S + S dP^H) and V^H dV = F * (S dP + dP^H S), F_ij = 1 / (s_j^2 - s_i^2)
+broadened as for eigh (``eps``, in units of the singular values squared), plus, for complex
+matrices, the gauge: the phase of each singular pair split evenly,
+i Im(dP_ii) / (2 s_i) on the diagonal of U^H dU and its opposite on V^H dV; and for
+rectangular matrices the parts outside the spans, (I - UU^H) dA V S^-1 and
+(I - VV^H) dA^H U S^-1 (zero singular values make these infinite). As for eigh, only
+gauge-invariant functions (U f(s) V^H, |U_ij|^2, anything of s) match finite differences for
+complex matrices; for real ones the signs are locally constant and U, V differentiate.
 """
 
 from __future__ import annotations
@@ -67,7 +77,7 @@ from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
 
 # the ops of this family, defined before anything refers to them
-Op.define_all("inv solve det slogdet_sign slogdet_logabs cholesky eigh qr")
+Op.define_all("inv solve det slogdet_sign slogdet_logabs cholesky eigh qr svd")
 
 # what each op computes on one small matrix of a dtype: its result dtype (NumPy's promotion)
 _PROBES = {
@@ -78,6 +88,7 @@ _PROBES = {
     Op.CHOLESKY: lambda dt: np.linalg.cholesky(np.eye(1, dtype=dt)).dtype,
     Op.EIGH: lambda dt: np.linalg.eigh(np.eye(1, dtype=dt))[1].dtype,
     Op.QR: lambda dt: np.linalg.qr(np.eye(1, dtype=dt))[0].dtype,
+    Op.SVD: lambda dt: np.linalg.svd(np.eye(1, dtype=dt))[0].dtype,
 }
 _DTYPE_CACHE: dict[tuple, np.dtype] = {}
 
@@ -570,6 +581,118 @@ def _qr_vjp(node, y, xs, g):
     return (T.concatenate([gx, q @ gr2], axis=-1),)
 
 
+class SvdAttrs(NamedTuple):
+    eps: float  # the Lorentzian broadening of 1 / (s_j^2 - s_i^2) in the derivatives (>= 0)
+
+
+def _svd_infer(inputs, attrs):
+    (x,) = inputs
+    if x.ndim < 2:
+        raise ShapeError(
+            f"svd: operand 0 of shape {fmt_shape(x.shape)} has {x.ndim} axes; it must be a "
+            "(stack of) matrices, with at least 2 axes"
+        )
+    m, n, k = _qr_sizes(x.shape)
+    size = math.prod(x.shape[:-2]) * (m * k + k + k * n)
+    return (size,), _result_dtype(Op.SVD, x.dtype)
+
+
+def _svd_ref(xs, at):
+    u, s, vh = np.linalg.svd(xs[0], full_matrices=False)
+    return np.concatenate([u.reshape(-1), s.reshape(-1).astype(u.dtype), vh.reshape(-1)])
+
+
+def _svd_cost(node) -> int:
+    m, n, k = _qr_sizes(node.inputs[0].shape)
+    return _batch(node.inputs[0].shape) * 12 * m * n * k
+
+
+def _check_svd(ins, at, op):
+    at = check_arity(at, SvdAttrs, op)
+    if type(at.eps) is not float or not at.eps >= 0 or at.eps == math.inf:
+        raise BadFormat(f"svd: eps must be a finite float >= 0, got {short(at.eps)}")
+
+
+def _svd_views(p, shape):
+    batch = _batch_of(shape)
+    m, n, k = _qr_sizes(shape)
+    b = math.prod(batch)
+    c1, c2 = b * m * k, b * (m * k + k)
+    return (
+        reshape(getitem(p, slice(0, c1)), batch + (m, k)),
+        real(reshape(getitem(p, slice(c1, c2)), batch + (k,))),
+        reshape(getitem(p, slice(c2, None)), batch + (k, n)),
+    )
+
+
+def _svd_parts(node, y, x):
+    u, s, vh = (Value(n) for n in _svd_views(y.node, x.shape))
+    f = _broadened(s * s, node.attrs.eps)  # F_ij ~ 1 / (s_j^2 - s_i^2)
+    return u, s, mH(vh), f
+
+
+def _svd_jvp(node, y, xs, ts):
+    (x,), (t,) = xs, ts
+    u, s, v, f = _svd_parts(node, y, x)
+    m, n, k = _qr_sizes(x.shape)
+    sr = T.expand_dims(s, -2)  # scales columns: X * sr = X S
+    sc = T.expand_dims(s, -1)  # scales rows: sc * X = S X
+    dp = mH(u) @ t @ v
+    eye = T.asarray(np.eye(k, dtype=s.dtype))
+    ds = T.real(T.diagonal(dp, 0, dp.ndim - 2, dp.ndim - 1))
+    wu = f * (dp * sr + sc * mH(dp))
+    wv = f * (sc * dp + mH(dp) * sr)
+    if y.dtype.kind == "c":  # the gauge: the phase of each pair split evenly
+        half = T.expand_dims(1j * T.imag(T.diagonal(dp, 0, dp.ndim - 2, dp.ndim - 1)), -1)
+        wu = wu + half * eye / (2 * sr)
+        wv = wv - half * eye / (2 * sr)
+    du = u @ wu
+    dv = v @ wv
+    if m > k:
+        du = du + (t @ v - u @ dp) / sr
+    if n > k:
+        dv = dv + (mH(t) @ u - v @ mH(dp)) / sr
+    return _pack(du, ds, mH(dv), dtype=y.dtype)
+
+
+def _svd_vjp(node, y, xs, g):
+    (x,) = xs
+    u, s, v, f = _svd_parts(node, y, x)
+    gu, gs, gvh = (Value(n) for n in _svd_views(g.node, x.shape))
+    gv = mH(gvh)
+    m, n, k = _qr_sizes(x.shape)
+    sr = T.expand_dims(s, -2)
+    sc = T.expand_dims(s, -1)
+    eye = T.asarray(np.eye(k, dtype=s.dtype))
+    xu, xv = f * (mH(u) @ gu), f * (mH(v) @ gv)
+    gp = (xu + mH(xu)) * sr + sc * (xv + mH(xv)) + T.expand_dims(gs, -1) * eye
+    if y.dtype.kind == "c":
+        xu0, xv0 = mH(u) @ gu, mH(v) @ gv
+        im = T.imag(T.diagonal(xu0, 0, xu0.ndim - 2, xu0.ndim - 1)) - T.imag(
+            T.diagonal(xv0, 0, xv0.ndim - 2, xv0.ndim - 1)
+        )
+        gp = gp + T.expand_dims(1j * im / (2 * s), -1) * eye
+    ga = u @ gp @ mH(v)
+    if m > k:
+        ga = ga + ((gu - u @ (mH(u) @ gu)) / sr) @ mH(v)
+    if n > k:
+        ga = ga + u @ mH((gv - v @ (mH(v) @ gv)) / sr)
+    return (ga,)
+
+
+register_op(
+    Op.SVD,
+    OpKind.LINALG,
+    _svd_infer,
+    _svd_ref,
+    1,
+    attrs=SvdAttrs,
+    vjp=_svd_vjp,
+    jvp=_svd_jvp,
+    cost=_svd_cost,
+    check_attrs=_check_svd,
+    fmt=lambda at: f"[eps={at.eps!r}]",
+)
 register_op(
     Op.EIGH,
     OpKind.LINALG,
@@ -646,7 +769,7 @@ def cholesky(a: Any) -> Node:
     return make_node(Op.CHOLESKY, (lift(a, "cholesky"),))
 
 
-DEFAULT_EPS = 1e-12  # eigh's Lorentzian broadening (see the module docstring)
+DEFAULT_EPS = 1e-12  # eigh's and svd's Lorentzian broadening (see the module docstring)
 
 
 @builder(public=False)
@@ -684,3 +807,33 @@ def qr(a: Any, mode: str = "reduced") -> Any:
         raise OptionError(f"qr: mode {mode!r} is not supported; use 'reduced' or 'r'")
     q, r = _qr_views(make_node(Op.QR, (n,), ("reduced",)), n.shape)
     return r if mode == "r" else (q, r)
+
+
+@builder(public=False)
+def svd(
+    a: Any, full_matrices: bool = True, compute_uv: bool = True, *, eps: float = DEFAULT_EPS
+) -> Any:
+    """``(U, S, Vh)`` of each matrix of ``a`` (..., M, N), as ``numpy.linalg.svd``: U
+    (..., M, K), S (..., K) descending and real, Vh (..., K, N), K = min(M, N), with LAPACK's
+    phases; ``compute_uv=False`` returns S alone. ``full_matrices=True`` (NumPy's default)
+    is accepted for square matrices only (the extra columns of a rectangular one have no
+    derivative): pass False. ``eps`` broadens 1 / (s_j^2 - s_i^2) in the derivatives, as in
+    :func:`eigh`."""
+    n = lift(a, "svd")
+    if n.ndim >= 2 and full_matrices and compute_uv and n.shape[-1] != n.shape[-2]:
+        raise OptionError(
+            f"svd: full_matrices=True is not supported for the non-square shape "
+            f"{fmt_shape(n.shape)}; pass full_matrices=False (the reduced SVD)"
+        )
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
+        raise OptionTypeError(f"svd: eps {eps!r} is not a number")
+    if not 0 <= float(eps) < math.inf:
+        raise OptionError(f"svd: eps must be finite and >= 0, got {eps!r}")
+    u, s, vh = _svd_views(make_node(Op.SVD, (n,), (float(eps),)), n.shape)
+    return (u, s, vh) if compute_uv else s
+
+
+@builder(public=False)
+def svdvals(a: Any) -> Node:
+    """The singular values, descending, of each matrix of ``a``, as ``numpy.linalg.svdvals``."""
+    return svd(a, False, False)
