@@ -304,6 +304,12 @@ def test_linalg_nodes_are_barriers_the_networks_form_around():
     )
     text = tl.dump(out)
     assert text.count("inv(") == 1 and "contract[" in text
+    # three-operand networks on both sides: each merges into one network of two contractions
+    ta3, tb3, tc3, td3, te3 = (tl.placeholder((4, 4), name=n) for n in "abcde")
+    chain = tl.linalg.inv(ta3 @ tb3 @ tc3) @ td3 @ te3
+    ops = [n.op.value for n in tl.explain(chain).graph.order if n.op.value != "placeholder"]
+    assert ops == ["contract", "contract", "inv", "contract", "contract"], ops
+    assert tl.dump(chain).count("network ab,bc,cd->ad") == 2
     assert all(OPS[op].kind is OpKind.LINALG for op in (Op.INV, Op.SOLVE, Op.CHOLESKY))
 
 
