@@ -5,7 +5,9 @@ included). The ops and their rules live in graph/ops/linalg.py.
 ``inv``, ``solve``, ``det``, ``slogdet`` (a tuple ``(sign, logabsdet)`` of Tensors),
 ``cholesky`` (lower), ``eigh`` (a tuple ``(eigenvalues, eigenvectors)``; ``UPLO="L"``, and
 ``eps=`` the broadening of its derivatives), ``eigvalsh``, ``qr`` (``mode="reduced"``, or
-``"r"``), ``svd`` (reduced: ``full_matrices=False``, or a square matrix) and ``svdvals``.
+``"r"``), ``svd`` (reduced: ``full_matrices=False``, or a square matrix), ``svdvals``, and,
+built from matmul and trace, ``matrix_power`` and ``trace`` (over the last two axes, as the
+array API).
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ __all__ = [
     "eigh",
     "eigvalsh",
     "inv",
+    "matrix_power",
     "qr",
     "slogdet",
     "solve",
     "svd",
     "svdvals",
+    "trace",
 ]
 
 cholesky = lifted(Tensor, _b.BUILDERS["cholesky"], "cholesky", __name__)
@@ -35,6 +39,8 @@ slogdet.__annotations__["return"] = "tuple[Tensor, Tensor]"
 eigh = lifted(Tensor, _b.BUILDERS["eigh"], "eigh", __name__)
 eigh.__annotations__["return"] = "tuple[Tensor, Tensor]"
 eigvalsh = lifted(Tensor, _b.BUILDERS["eigvalsh"], "eigvalsh", __name__)
+matrix_power = lifted(Tensor, _b.BUILDERS["matrix_power"], "matrix_power", __name__)
+trace = lifted(Tensor, _b.BUILDERS["linalg_trace"], "trace", __name__)
 qr = lifted(Tensor, _b.BUILDERS["qr"], "qr", __name__)
 qr.__annotations__["return"] = "tuple[Tensor, Tensor] | Tensor"
 solve = lifted(Tensor, _b.BUILDERS["solve"], "solve", __name__)

@@ -165,6 +165,9 @@ GRADS.update(
         "eigh_gauge_invariant_upper_batched": (lambda a: _matrix_function(a, "U"), [(2, 3, 3)]),
         "eigvalsh": (lambda a: tl.linalg.eigvalsh(a, "U"), [(2, 3, 3)]),
         "svdvals_tall": (tl.linalg.svdvals, [(4, 3)]),
+        "matrix_power_neg": (lambda a: tl.linalg.matrix_power(_shift(a), -3), [(2, 3, 3)]),
+        "matrix_power_5": (lambda a: tl.linalg.matrix_power(a, 5), [(3, 3)]),
+        "trace": (lambda a: tl.linalg.trace(a, 1), [(2, 3, 4)]),
         "svdvals_wide_batched": (tl.linalg.svdvals, [(2, 2, 4)]),
         "svd_gauge_invariant_tall": (lambda a: _svd_invariant(a), [(4, 3)]),
         "svd_gauge_invariant_wide": (lambda a: _svd_invariant(a), [(3, 5)]),
@@ -366,3 +369,24 @@ def test_second_derivatives_differentiate_the_rules_again(dtype):
     numeric = (g.evaluate(feed={x: a + eps * v}) - g.evaluate(feed={x: a - eps * v})) / (2 * eps)
     got = hv.evaluate(feed={x: a})
     assert np.max(np.abs(got - numeric)) <= 1e-5 * max(1.0, np.max(np.abs(numeric)))
+
+
+def test_matrix_power_and_trace_match_numpy():
+    a = _matrices((2, 3, 3), "float64")
+    for k in (-2, -1, 0, 1, 2, 3, 7):
+        got = tl.linalg.matrix_power(a, k)
+        assert got.shape == a.shape
+        assert_close(got.evaluate(), np.linalg.matrix_power(a, k))
+    ints = np.arange(4).reshape(2, 2)
+    assert tl.linalg.matrix_power(ints, 3).dtype == np.linalg.matrix_power(ints, 3).dtype
+    assert tl.linalg.matrix_power(ints, 0).dtype == ints.dtype
+    assert tl.linalg.matrix_power(ints, -1).dtype == np.float64
+    b = np.arange(24.0).reshape(2, 3, 4)
+    for off in (-1, 0, 2):
+        assert_close(tl.linalg.trace(b, off).evaluate(), np.linalg.trace(b, offset=off))
+    with pytest.raises(tl.ShapeError, match="matrix_power"):
+        tl.linalg.matrix_power(np.ones((2, 3)), 2)
+    with pytest.raises(tl.ShapeError, match="trace: operand 0 of shape"):
+        tl.linalg.trace(np.ones(3))
+    with pytest.raises(tl.OptionTypeError, match="matrix_power"):
+        tl.linalg.matrix_power(a, 1.5)

@@ -68,10 +68,14 @@ import numpy as np
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.errors import DTypeError, OptionError, OptionTypeError, ShapeError, fmt_shape
 from tenloom.graph.node import Node, make_node
+from tenloom.graph.ops.args import int_arg
 from tenloom.graph.ops.checks import BadFormat, check_arity, check_no_attrs, short
+from tenloom.graph.ops.contract import matmul
+from tenloom.graph.ops.contract import trace as _trace
 from tenloom.graph.ops.elementwise import broadcast_shapes, real
+from tenloom.graph.ops.leaf import eye as _eye
 from tenloom.graph.ops.leaf import lift
-from tenloom.graph.ops.movement import getitem, reshape
+from tenloom.graph.ops.movement import broadcast_to, getitem, reshape
 from tenloom.graph.ops.registry import Op, OpKind, as_array, builder, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
@@ -837,3 +841,38 @@ def svd(
 def svdvals(a: Any) -> Node:
     """The singular values, descending, of each matrix of ``a``, as ``numpy.linalg.svdvals``."""
     return svd(a, False, False)
+
+
+@builder(public=False)
+def matrix_power(a: Any, n: int) -> Node:
+    """``a`` to the integer power ``n``, as ``numpy.linalg.matrix_power``: repeated squaring
+    with matmul (the identity, in ``a``'s dtype, for 0; the inverse's power for n < 0, which
+    promotes integers to float64 as inv does)."""
+    x = lift(a, "matrix_power")
+    k = int_arg(n, "matrix_power", "n")
+    check_square("matrix_power", x)
+    if k < 0:
+        x, k = inv(x), -k
+    if k == 0:
+        return broadcast_to(_eye(x.shape[-1], dtype=x.dtype), x.shape)
+    result = None
+    while True:
+        if k & 1:
+            result = x if result is None else matmul(result, x)
+        k >>= 1
+        if not k:
+            return result
+        x = matmul(x, x)
+
+
+@builder(public=False)
+def linalg_trace(x: Any, offset: int = 0) -> Node:
+    """The trace of each matrix of ``x`` (..., M, N), over its last two axes, as the array
+    API's ``linalg.trace`` (``tl.linalg.trace``; ``tl.trace`` is NumPy's, over the first two)."""
+    n = lift(x, "trace")
+    if n.ndim < 2:
+        raise ShapeError(
+            f"trace: operand 0 of shape {fmt_shape(n.shape)} has {n.ndim} axes; it must be a "
+            "(stack of) matrices, with at least 2 axes"
+        )
+    return _trace(n, offset, n.ndim - 2, n.ndim - 1)
