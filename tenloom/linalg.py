@@ -1,6 +1,7 @@
 """``tl.linalg``: linear algebra with NumPy's names and semantics (``numpy.linalg``), batched
 over leading axes, lazy and differentiable (forward and reverse mode, complex inputs
-included). The ops and their rules live in graph/ops/linalg.py.
+included). The ops and their rules live in graph/ops/linalg.py and
+graph/ops/decompositions.py.
 
 ``inv``, ``solve``, ``det``, ``slogdet`` (a tuple ``(sign, logabsdet)`` of Tensors),
 ``cholesky`` (lower), ``eigh`` (a tuple ``(eigenvalues, eigenvectors)``; ``UPLO="L"``, and
