@@ -17,34 +17,25 @@ from tenloom.graph import build as _b
 from tenloom.graph.value import lifted
 from tenloom.tensor import Tensor
 
-__all__ = [
-    "cholesky",
-    "det",
-    "eigh",
-    "eigvalsh",
-    "inv",
-    "matrix_power",
-    "qr",
-    "slogdet",
-    "solve",
-    "svd",
-    "svdvals",
-    "trace",
-]
+# public name -> builder (graph/ops/linalg.py, graph/ops/decompositions.py) and, for the
+# builders returning several nodes, the annotation of the Tensors they return
+_PUBLIC = {
+    "cholesky": ("cholesky", None),
+    "det": ("det", None),
+    "eigh": ("eigh", "tuple[Tensor, Tensor]"),
+    "eigvalsh": ("eigvalsh", None),
+    "inv": ("inv", None),
+    "matrix_power": ("matrix_power", None),
+    "qr": ("qr", "tuple[Tensor, Tensor] | Tensor"),
+    "slogdet": ("slogdet", "tuple[Tensor, Tensor]"),
+    "solve": ("solve", None),
+    "svd": ("svd", "tuple[Tensor, Tensor, Tensor] | Tensor"),
+    "svdvals": ("svdvals", None),
+    "trace": ("linalg_trace", None),
+}
+for _name, (_builder, _returns) in _PUBLIC.items():
+    _fn = globals()[_name] = lifted(Tensor, _b.BUILDERS[_builder], _name, __name__)
+    if _returns is not None:
+        _fn.__annotations__["return"] = _returns
 
-cholesky = lifted(Tensor, _b.BUILDERS["cholesky"], "cholesky", __name__)
-det = lifted(Tensor, _b.BUILDERS["det"], "det", __name__)
-inv = lifted(Tensor, _b.BUILDERS["inv"], "inv", __name__)
-slogdet = lifted(Tensor, _b.BUILDERS["slogdet"], "slogdet", __name__)
-slogdet.__annotations__["return"] = "tuple[Tensor, Tensor]"
-eigh = lifted(Tensor, _b.BUILDERS["eigh"], "eigh", __name__)
-eigh.__annotations__["return"] = "tuple[Tensor, Tensor]"
-eigvalsh = lifted(Tensor, _b.BUILDERS["eigvalsh"], "eigvalsh", __name__)
-matrix_power = lifted(Tensor, _b.BUILDERS["matrix_power"], "matrix_power", __name__)
-trace = lifted(Tensor, _b.BUILDERS["linalg_trace"], "trace", __name__)
-qr = lifted(Tensor, _b.BUILDERS["qr"], "qr", __name__)
-qr.__annotations__["return"] = "tuple[Tensor, Tensor] | Tensor"
-solve = lifted(Tensor, _b.BUILDERS["solve"], "solve", __name__)
-svd = lifted(Tensor, _b.BUILDERS["svd"], "svd", __name__)
-svd.__annotations__["return"] = "tuple[Tensor, Tensor, Tensor] | Tensor"
-svdvals = lifted(Tensor, _b.BUILDERS["svdvals"], "svdvals", __name__)
+__all__ = list(_PUBLIC)
