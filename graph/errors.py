@@ -60,3 +60,10 @@ class IndexingError(TenloomError, TypeError, IndexError):
 class ConcretizationError(TenloomError, TypeError):
     """A lazy Tensor was asked for a Python value it only has once evaluated (``bool(t)``,
     ``len()`` of a 0-d Tensor); also a TypeError, as NumPy raises for unsized objects."""
+
+
+class DataDependentShapeError(ConcretizationError):
+    """A shape that depends on values (a rank chosen by a cutoff, a boolean mask's count) was
+    needed where there are no values: in a traced function (placeholders), or in a graph
+    builder that cannot evaluate. docs/linalg.md has the rule: give a bound (``max_rank=``),
+    or call on concrete operands so that the front end evaluates up to that point."""

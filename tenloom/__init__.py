@@ -11,6 +11,7 @@ from tenloom.explain import explain
 from tenloom.function import Plan, compile, function, load
 from tenloom.graph.errors import (
     ConcretizationError,
+    DataDependentShapeError,
     DeviceError,
     DTypeError,
     EvaluationError,

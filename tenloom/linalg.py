@@ -9,11 +9,18 @@ graph/ops/decompositions.py.
 ``"r"``), ``svd`` (reduced: ``full_matrices=False``, or a square matrix), ``svdvals``, and,
 built from matmul and trace, ``matrix_power`` and ``trace`` (over the last two axes, as the
 array API).
+
+``tensor_svd`` (below): the truncated SVD of a tensor split into two groups of axes, with
+``max_rank``, ``cutoff`` and ``absorb``, in graph/ops/tensor_svd.py.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from tenloom.concrete import concrete
 from tenloom.graph import build as _b
+from tenloom.graph.ops.decompositions import DEFAULT_EPS
 from tenloom.graph.value import lifted
 from tenloom.tensor import Tensor
 
@@ -38,4 +45,51 @@ for _name, (_builder, _returns) in _PUBLIC.items():
     if _returns is not None:
         _fn.__annotations__["return"] = _returns
 
-__all__ = list(_PUBLIC)
+
+def tensor_svd(
+    t: Any,
+    left: Any,
+    *,
+    max_rank: int | None = None,
+    cutoff: float = 0.0,
+    cutoff_mode: str = "rel",
+    absorb: str | None = None,
+    eps: float = DEFAULT_EPS,
+    device: Any = None,
+) -> tuple[Tensor, ...]:
+    """The truncated SVD of ``t`` split into the axes ``left`` (rows) and the others
+    (columns): ``(U, S, Vh, discarded)``, or ``(left, right, discarded)`` with ``absorb=``
+    "left", "right" or "both" (graph/ops/tensor_svd.py has the details and the derivatives).
+
+    The rank is ``min(max_rank, K)`` when ``max_rank`` is given, a bound fixed now (a
+    ``cutoff`` that cuts more zeroes the rest). With a ``cutoff`` and no ``max_rank`` it depends
+    on the values: the singular values are evaluated now (on ``device``), once, and the rank
+    they keep is fixed in the graph (docs/linalg.md; in a traced function this raises
+    DataDependentShapeError: pass ``max_rank``). The SVD then runs again when the result is
+    evaluated; pass ``max_rank`` to build without running anything."""
+    from tenloom.graph.ops import tensor_svd as _ts
+
+    max_rank, cutoff = _ts.check_truncation(max_rank, cutoff, cutoff_mode)
+    if max_rank is None and cutoff > 0:
+        t = Tensor(_b.lift(t, "tensor_svd"))
+        s = Tensor(_b.tensor_svd(t, left, eps=eps)[1])
+        sv = concrete(
+            s,
+            "tensor_svd",
+            "pass max_rank= (a bound; the cutoff zeroes what it cuts below it)",
+            **({} if device is None else {"device": device}),
+        )
+        max_rank = _ts.kept_count(sv, cutoff, cutoff_mode)
+    out = _b.tensor_svd(
+        t,
+        left,
+        max_rank=max_rank,
+        cutoff=cutoff,
+        cutoff_mode=cutoff_mode,
+        absorb=absorb,
+        eps=eps,
+    )
+    return tuple(Tensor(n) for n in out)
+
+
+__all__ = [*_PUBLIC, "tensor_svd"]
