@@ -10,6 +10,9 @@ graph/ops/decompositions.py.
 built from matmul and trace, ``matrix_power`` and ``trace`` (over the last two axes, as the
 array API).
 
+``eig`` (a tuple ``(eigenvalues, eigenvectors)`` of a general square matrix, always complex;
+``eps=`` the broadening of its derivatives) and ``eigvals``, in graph/ops/eig.py.
+
 ``tensor_svd`` (below): the truncated SVD of a tensor split into two groups of axes, with
 ``max_rank``, ``cutoff`` and ``absorb``, in graph/ops/tensor_svd.py.
 """
@@ -29,6 +32,8 @@ from tenloom.tensor import Tensor
 _PUBLIC = {
     "cholesky": ("cholesky", None),
     "det": ("det", None),
+    "eig": ("eig", "tuple[Tensor, Tensor]"),
+    "eigvals": ("eigvals", None),
     "eigh": ("eigh", "tuple[Tensor, Tensor]"),
     "eigvalsh": ("eigvalsh", None),
     "inv": ("inv", None),

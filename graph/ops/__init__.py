@@ -39,6 +39,7 @@ from tenloom.graph.ops import contract  # noqa: E402, F401
 from tenloom.graph.ops import linalg  # noqa: E402, F401
 from tenloom.graph.ops import decompositions  # noqa: E402, F401
 from tenloom.graph.ops import tensor_svd  # noqa: E402, F401
+from tenloom.graph.ops import eig  # noqa: E402, F401
 from tenloom.graph.ops import fused  # noqa: E402, F401
 from tenloom.graph.ops import sliced  # noqa: E402, F401
 from tenloom.graph import build, value  # noqa: E402
