@@ -10,9 +10,9 @@ that select the first and last rows. The state is an MPS of tensors A[i] with ax
 2. the lowest eigenvector of the effective Hamiltonian L[i] W W R[i+1] acting on theta, found
    by Lanczos; its action (a five-tensor network) is compiled once per shape with tenloom,
    so that the Lanczos iterations only bind arrays and run the plan;
-3. a truncated SVD of theta split into A[i] A[i+1] (at most ``chi`` singular values, and those
-   above ``cutoff`` relative to the largest), the singular values absorbed into the site the
-   sweep moves to;
+3. a truncated SVD of theta split into A[i] A[i+1] (``tl.linalg.tensor_svd``: at most ``chi``
+   singular values, and those above ``cutoff`` relative to the largest), the singular values
+   absorbed into the site the sweep moves to;
 4. the environment L[i+1] (or R[i]) grown by one site (a contraction, compiled per shape).
 
 Every contraction and the SVD are tenloom ops inside ``tl.function`` (one ``tl.compile`` per
@@ -133,7 +133,7 @@ class Kernels:
     Environments have axes (bra bond, MPO bond, ket bond); two-site tensors
     (left bond, s, t, right bond)."""
 
-    def __init__(self, mpo: MPO, chi: int, device: str = "cpu"):
+    def __init__(self, mpo: MPO, chi: int, device: str = "cpu", cutoff: float = 0.0):
         self.mpo = mpo
         self.chi = chi
         self.device = device
@@ -160,14 +160,17 @@ class Kernels:
         def two_site(A, B):  # noqa: N803
             return tl.tensordot(A, B, axes=1)
 
-        @tl.function(device=device)
-        def split(theta):
-            # reduced SVD of theta as a (left bond * s, t * right bond) matrix; the first
-            # min(chi, rank) singular vectors are sliced statically, all singular values kept
-            a, s, t, b = theta.shape
-            u, sv, vh = tl.linalg.svd(tl.reshape(theta, (a * s, t * b)), full_matrices=False)
-            k = min(chi, sv.shape[0])
-            return tl.reshape(u[:, :k], (a, s, k)), sv, tl.reshape(vh[:k], (k, t, b))
+        def split(absorb: str):
+            @tl.function(device=device)
+            def split_theta(theta):
+                # theta (left bond, s, t, right bond) = U S Vh, at most chi singular values
+                # (a bound fixed at trace time: those the cutoff drops are zeroed), S absorbed
+                # into the side the sweep moves to
+                return tl.linalg.tensor_svd(
+                    theta, left=(0, 1), max_rank=chi, cutoff=cutoff, absorb=absorb
+                )
+
+            return split_theta
 
         @tl.function(device=device)
         def lq(M):  # noqa: N803
@@ -176,12 +179,14 @@ class Kernels:
             return tl.conj(tl.transpose(r)), tl.conj(tl.transpose(q))
 
         self.heff, self.grow_left, self.grow_right = heff, grow_left, grow_right
-        self.two_site, self.split, self.lq = two_site, split, lq
+        self.two_site, self.lq = two_site, lq
+        self.split_right, self.split_left = split("right"), split("left")
         self.grow_norm = grow_norm
 
     def plans(self) -> int:
         """How many plans were compiled (one per shape signature and kernel)."""
-        fns = (self.heff, self.grow_left, self.grow_right, self.two_site, self.split, self.lq)
+        fns = (self.heff, self.grow_left, self.grow_right, self.two_site, self.lq)
+        fns += (self.split_right, self.split_left, self.grow_norm)
         return sum(len(f.plans) for f in fns)
 
 
@@ -281,7 +286,7 @@ class DMRG:
             raise ValueError(f"eigensolver {eigensolver!r}: use 'lanczos' or 'eigsh'")
         self.mpo, self.L, self.chi, self.cutoff = mpo, L, chi, cutoff
         self.eigensolver, self.tol, self.krylov = eigensolver, tol, krylov
-        self.kernels = Kernels(mpo, chi, device)
+        self.kernels = Kernels(mpo, chi, device, cutoff)
         self.mps = mps if mps is not None else random_mps(L, mpo.d, chi, seed, dtype)
         self.dtype = self.mps[0].dtype
         self.energies: list[float] = []
@@ -322,15 +327,25 @@ class DMRG:
             e, v = eigsh_lowest(matvec, theta.reshape(-1), self.tol)
         return float(e), v.reshape(shape)
 
-    def _truncate(self, theta: np.ndarray):
-        u, s, vh = self.kernels.split(theta)
-        keep = min(u.shape[-1], int(np.count_nonzero(s > self.cutoff * s[0])))
-        keep = max(keep, 1)
-        norm = np.linalg.norm(s)
-        discarded = float(np.sum(s[keep:] ** 2) / norm**2)
-        self.discarded = max(self.discarded, discarded)
-        s = s[:keep] / np.linalg.norm(s[:keep])
-        return u[..., :keep], s, vh[:keep]
+    def _split(self, theta: np.ndarray, absorb: str) -> tuple[np.ndarray, np.ndarray]:
+        """theta = left @ right truncated, the singular values in ``absorb``'s factor, which is
+        renormalized (theta has norm 1); the bond trimmed to the singular values kept (the
+        plan's rank is the bound min(chi, K), padded with zeros where the cutoff cut more)."""
+        k = self.kernels
+        split = k.split_right if absorb == "right" else k.split_left
+        left, right, discarded = split(theta)
+        self.discarded = max(self.discarded, float(discarded))
+        if absorb == "right":
+            s = np.linalg.norm(right.reshape(right.shape[0], -1), axis=1)  # the rows' norms: S
+        else:
+            s = np.linalg.norm(left.reshape(-1, left.shape[-1]), axis=0)
+        keep = max(1, int(np.count_nonzero(s)))
+        left, right = left[..., :keep], right[:keep]
+        if absorb == "right":
+            right = right / np.linalg.norm(s[:keep])
+        else:
+            left = left / np.linalg.norm(s[:keep])
+        return left, right
 
     def sweep(self) -> float:
         """One sweep, left to right then right to left; returns the last Lanczos energy."""
@@ -338,17 +353,13 @@ class DMRG:
         self.discarded = 0.0
         for i in range(L - 1):  # the center moves right: A[i] left-orthonormal
             e, theta = self._solve(i)
-            u, s, vh = self._truncate(theta)
-            self.mps[i] = u
-            self.mps[i + 1] = s[:, None, None] * vh
-            self.left_env[i + 1] = k.grow_left(self.left_env[i], u)
+            self.mps[i], self.mps[i + 1] = self._split(theta, "right")
+            self.left_env[i + 1] = k.grow_left(self.left_env[i], self.mps[i])
             self.energies.append(e)
         for i in range(L - 2, -1, -1):  # back: A[i+1] right-orthonormal
             e, theta = self._solve(i)
-            u, s, vh = self._truncate(theta)
-            self.mps[i + 1] = vh
-            self.mps[i] = u * s
-            self.right_env[i] = k.grow_right(self.right_env[i + 1], vh)
+            self.mps[i], self.mps[i + 1] = self._split(theta, "left")
+            self.right_env[i] = k.grow_right(self.right_env[i + 1], self.mps[i + 1])
             self.energies.append(e)
         return self.energies[-1]
 
