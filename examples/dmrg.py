@@ -258,6 +258,17 @@ def random_mps(L: int, d: int, chi: int, seed: int = 0, dtype=np.float64) -> lis
     return mps
 
 
+def right_canonicalize(mps: list[np.ndarray], kernels: Kernels) -> None:
+    """Make every site but the first right-orthonormal, in place, by LQ decompositions from the
+    right; the first site is normalized (the state then has norm 1)."""
+    for i in range(len(mps) - 1, 0, -1):
+        a, d, b = mps[i].shape
+        r, q = kernels.lq(mps[i].reshape(a, d * b))
+        mps[i] = q.reshape(-1, d, b)
+        mps[i - 1] = np.tensordot(mps[i - 1], r, axes=1)
+    mps[0] = mps[0] / np.linalg.norm(mps[0])
+
+
 class DMRG:
     """Two-site DMRG of ``mpo`` on an open chain of ``L`` sites, bond dimension ``chi``.
 
@@ -292,7 +303,7 @@ class DMRG:
         self.energies: list[float] = []
         self.discarded = 0.0
         self.matvecs = 0
-        self._right_canonicalize()
+        right_canonicalize(self.mps, self.kernels)
         D = mpo.D
         self.left_env: list[np.ndarray | None] = [None] * L
         self.right_env: list[np.ndarray | None] = [None] * L
@@ -300,16 +311,6 @@ class DMRG:
         self.right_env[L - 1] = mpo.right.reshape(1, D, 1).astype(self.dtype)
         for i in range(L - 1, 0, -1):
             self.right_env[i - 1] = self.kernels.grow_right(self.right_env[i], self.mps[i])
-
-    def _right_canonicalize(self) -> None:
-        """Every site but the first right-orthonormal (the first keeps the norm, then 1)."""
-        k = self.kernels
-        for i in range(self.L - 1, 0, -1):
-            a, d, b = self.mps[i].shape
-            r, q = k.lq(self.mps[i].reshape(a, d * b))
-            self.mps[i] = q.reshape(-1, d, b)
-            self.mps[i - 1] = np.tensordot(self.mps[i - 1], r, axes=1)
-        self.mps[0] /= np.linalg.norm(self.mps[0])
 
     def _solve(self, i: int) -> tuple[float, np.ndarray]:
         k = self.kernels
