@@ -5,10 +5,14 @@ graph/ops/decompositions.py.
 
 ``inv``, ``solve``, ``det``, ``slogdet`` (a tuple ``(sign, logabsdet)`` of Tensors),
 ``cholesky`` (lower), ``eigh`` (a tuple ``(eigenvalues, eigenvectors)``; ``UPLO="L"``, and
-``eps=`` the broadening of its derivatives), ``eigvalsh``, ``qr`` (``mode="reduced"``, or
-``"r"``), ``svd`` (reduced: ``full_matrices=False``, or a square matrix), ``svdvals``, and,
+``eps=`` the broadening of its derivatives), ``eigvalsh``, ``qr`` (``mode=`` "reduced",
+"complete", "r" or "raw"), ``svd`` (``full_matrices=True`` or False), ``svdvals``, and,
 built from matmul and trace, ``matrix_power`` and ``trace`` (over the last two axes, as the
 array API).
+
+``qr_positive`` (R's diagonal >= 0), ``ql``, ``lq``, ``rq`` (``positive=``), ``polar``
+(``side="right"`` or "left") and ``expm`` (the matrix exponential), in
+graph/ops/factorizations.py.
 
 ``eig`` (a tuple ``(eigenvalues, eigenvectors)`` of a general square matrix, always complex;
 ``eps=`` the broadening of its derivatives) and ``eigvals``, in graph/ops/eig.py.
@@ -36,9 +40,15 @@ _PUBLIC = {
     "eigvals": ("eigvals", None),
     "eigh": ("eigh", "tuple[Tensor, Tensor]"),
     "eigvalsh": ("eigvalsh", None),
+    "expm": ("expm", None),
     "inv": ("inv", None),
+    "lq": ("lq", "tuple[Tensor, Tensor]"),
     "matrix_power": ("matrix_power", None),
+    "polar": ("polar", "tuple[Tensor, Tensor]"),
     "qr": ("qr", "tuple[Tensor, Tensor] | Tensor"),
+    "ql": ("ql", "tuple[Tensor, Tensor]"),
+    "qr_positive": ("qr_positive", "tuple[Tensor, Tensor]"),
+    "rq": ("rq", "tuple[Tensor, Tensor]"),
     "slogdet": ("slogdet", "tuple[Tensor, Tensor]"),
     "solve": ("solve", None),
     "svd": ("svd", "tuple[Tensor, Tensor, Tensor] | Tensor"),

@@ -274,13 +274,13 @@ def test_decomposition_errors_are_typed():
         tl.linalg.eigh(np.eye(2), eps=-1.0)
     with pytest.raises(tl.OptionTypeError, match="eps"):
         tl.linalg.eigh(np.eye(2), eps="big")
-    with pytest.raises(tl.OptionError, match="svd: full_matrices=True is not supported"):
-        tl.linalg.svd(np.ones((3, 2)))
+    # full_matrices=True (NumPy's default) is supported; tests/test_linalg_factorizations.py
+    assert [t.shape for t in tl.linalg.svd(np.ones((3, 2)))] == [(3, 3), (2,), (2, 2)]
     assert len(tl.linalg.svd(np.eye(2))) == 3
     with pytest.raises(tl.ShapeError, match="svd: operand 0"):
         tl.linalg.svdvals(np.ones(3))
-    with pytest.raises(tl.OptionError, match="mode 'complete' is not supported"):
-        tl.linalg.qr(np.eye(2), mode="complete")
+    with pytest.raises(tl.OptionError, match="qr: mode 'full' is not one of"):
+        tl.linalg.qr(np.eye(2), mode="full")
     assert [t.dtype for t in tl.linalg.eigh(np.eye(2, dtype=int))] == [np.float64] * 2
 
 

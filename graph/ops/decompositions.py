@@ -24,7 +24,13 @@ gives the unbroadened rule (inf or nan at an exact degeneracy).
 ``qr`` (reduced, A = QR, R upper triangular with a real diagonal, as LAPACK makes it): for
 M >= N, with C = Q^H dA R^-1 and U = triu(C, 1) + tril(C, -1)^H + Re diag(C), dR = U R and
 dQ = dA R^-1 - Q U; for M < N, A = [X | Y] with X = Q R1 square and R2 = Q^H Y, so
-dR2 = dQ^H Y + Q^H dY. The VJP rules are the adjoints of these maps.
+dR2 = dQ^H Y + Q^H dY. The VJP rules are the adjoints of these maps. ``mode="complete"`` with
+M > N: Q = [Q_k | Q_perp] and R = [R_k; 0]; Q_perp (a basis of the complement of A's columns)
+is not unique, and its derivative is taken in the gauge that moves it least,
+Q_perp^H dQ_perp = 0, which with (Q^H dQ) skew-Hermitian leaves dQ_perp = -Q_k (dQ_k^H Q_perp);
+only functions invariant under rotations of Q_perp (Q_perp Q_perp^H, anything of Q_k and R)
+match finite differences. ``mode="raw"`` (LAPACK's Householder reflectors) has no derivative:
+the rules raise a DTypeError naming the mode, as autodiff does for an op without a rule.
 
 ``svd`` (reduced, A = U diag(s) V^H, s descending): with dP = U^H dA V, ds = Re diag(dP),
 U^H dU = F * (dP S + S dP^H) and V^H dV = F * (S dP + dP^H S), F_ij = 1 / (s_j^2 - s_i^2)
@@ -35,6 +41,11 @@ rectangular matrices the parts outside the spans, (I - UU^H) dA V S^-1 and
 (I - VV^H) dA^H U S^-1 (zero singular values make these infinite). As for eigh, only
 gauge-invariant functions (U f(s) V^H, |U_ij|^2, anything of s) match finite differences for
 complex matrices; for real ones the signs are locally constant and U, V differentiate.
+``full_matrices=True`` for M != N adds the columns U_perp (M > N) or V_perp (M < N, the rows
+of Vh past K), treated as Q_perp of a complete QR: dU_perp = -U_k (dU_k^H U_perp) (likewise
+for V), the gauge U_perp^H dU_perp = 0. The CPU kernel is LAPACK's gesdd (numpy.linalg.svd);
+on a stack where it fails to converge, it is redone matrix by matrix, with gesvd
+(``scipy.linalg.svd(lapack_driver="gesvd")``) for the matrices where gesdd fails again.
 """
 
 from __future__ import annotations
@@ -43,7 +54,7 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-from tenloom.graph.errors import OptionError, OptionTypeError, ShapeError, fmt_shape
+from tenloom.graph.errors import DTypeError, OptionError, OptionTypeError, ShapeError, fmt_shape
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops.checks import BadFormat, check_arity, short
 from tenloom.graph.ops.elementwise import real
@@ -71,7 +82,12 @@ class EighAttrs(NamedTuple):
 
 
 class QrAttrs(NamedTuple):
-    mode: str  # "reduced" (Q (..., M, K), R (..., K, N), K = min(M, N))
+    # "reduced": Q (..., M, K), R (..., K, N), K = min(M, N); "complete": Q (..., M, M),
+    # R (..., M, N); "raw": numpy's (h (..., N, M), tau (..., K)), with no derivative
+    mode: str
+
+
+_QR_NODE_MODES = ("reduced", "complete", "raw")
 
 
 def _batch_of(shape) -> tuple[int, ...]:
@@ -95,6 +111,16 @@ def _qr_sizes(shape) -> tuple[int, int, int]:
     return m, n, min(m, n)
 
 
+def _qr_parts(shape, mode: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The matrix shapes of the two results of QR in ``mode`` (Q and R, or raw's h and tau)."""
+    m, n, k = _qr_sizes(shape)
+    if mode == "complete":
+        return (m, m), (m, n)
+    if mode == "raw":
+        return (n, m), (k,)
+    return (m, k), (k, n)
+
+
 def _qr_infer(inputs, attrs):
     (x,) = inputs
     if x.ndim < 2:
@@ -102,8 +128,9 @@ def _qr_infer(inputs, attrs):
             f"qr: operand 0 of shape {fmt_shape(x.shape)} has {x.ndim} axes; it must be a "
             "(stack of) matrices, with at least 2 axes"
         )
-    m, n, k = _qr_sizes(x.shape)
-    return (math.prod(x.shape[:-2]) * (m * k + k * n),), _result_dtype(Op.QR, x.dtype)
+    first, second = _qr_parts(x.shape, attrs[0])
+    size = math.prod(x.shape[:-2]) * (math.prod(first) + math.prod(second))
+    return (size,), _result_dtype(Op.QR, x.dtype)
 
 
 def _qr_ref(xs, at):
@@ -131,8 +158,8 @@ def _check_eigh(ins, at, op):
 
 def _check_qr(ins, at, op):
     at = check_arity(at, QrAttrs, op)
-    if at.mode != "reduced":
-        raise BadFormat(f"qr: mode must be 'reduced', got {short(at.mode)}")
+    if at.mode not in _QR_NODE_MODES:
+        raise BadFormat(f"qr: mode must be one of {_QR_NODE_MODES}, got {short(at.mode)}")
 
 
 def _eigh_views(p, shape):
@@ -145,13 +172,37 @@ def _eigh_views(p, shape):
     )
 
 
-def _qr_views(p, shape):
+def _qr_views(p, shape, mode: str = "reduced"):
     batch = _batch_of(shape)
-    m, n, k = _qr_sizes(shape)
-    cut = math.prod(batch) * m * k
-    return reshape(getitem(p, slice(0, cut)), batch + (m, k)), reshape(
-        getitem(p, slice(cut, None)), batch + (k, n)
+    first, second = _qr_parts(shape, mode)
+    cut = math.prod(batch) * math.prod(first)
+    return reshape(getitem(p, slice(0, cut)), batch + first), reshape(
+        getitem(p, slice(cut, None)), batch + second
     )
+
+
+def _no_raw_derivative(node, mode: str) -> None:
+    """QR's raw mode (Householder reflectors, LAPACK's storage) has no derivative rule: the
+    error autodiff raises for an op without one, naming the mode."""
+    if node.attrs.mode == "raw":
+        kind = "reverse" if mode == "vjp" else "forward"
+        raise DTypeError(
+            f"{mode}: op qr with mode 'raw' has no {kind}-mode rule (its Householder "
+            "reflectors (h, tau) are LAPACK's storage, not differentiable results); "
+            "differentiate mode='reduced' or 'complete' instead"
+        )
+
+
+def _perp_tangent(qk: Value, tqk: Value, qp: Value) -> Value:
+    """The tangent of the extra columns Q_perp of a complete unitary [Q_k | Q_perp] in the
+    gauge that moves them least, Q_perp^H dQ_perp = 0: dQ_perp = -Q_k (dQ_k^H Q_perp)."""
+    return -(qk @ (mH(tqk) @ qp))
+
+
+def _perp_cotangent(qk: Value, gqk: Value, qp: Value, gqp: Value) -> Value:
+    """The cotangent of Q_k once that of Q_perp is moved onto it (the adjoint of
+    :func:`_perp_tangent`): gQ_k - Q_perp (gQ_perp^H Q_k)."""
+    return gqk - qp @ (mH(gqp) @ qk)
 
 
 def _pack(*parts: Value, dtype) -> Value:
@@ -235,10 +286,16 @@ def _qr_square_vjp(q, r, gq, gr):
 
 
 def _qr_jvp(node, y, xs, ts):
+    _no_raw_derivative(node, "jvp")
     (x,), (t,) = xs, ts
-    q, r = (Value(n) for n in _qr_views(y.node, x.shape))
+    q, r = (Value(n) for n in _qr_views(y.node, x.shape, node.attrs.mode))
     m, n, k = _qr_sizes(x.shape)
-    if m >= n:
+    if m > n and node.attrs.mode == "complete":  # Q = [Q_k | Q_perp], R = [R_k; 0]
+        qk, qp = q[..., :n], q[..., n:]
+        tqk, trk = _qr_square_jvp(qk, r[..., :n, :], t)
+        tq = T.concatenate([tqk, _perp_tangent(qk, tqk, qp)], axis=-1)
+        tr = T.concatenate([trk, T.zeros(trk.shape[:-2] + (m - n, n), trk.dtype)], axis=-2)
+    elif m >= n:
         tq, tr = _qr_square_jvp(q, r, t)
     else:  # A = [X | Y], X = Q R1 square, R2 = Q^H Y
         tq, tr1 = _qr_square_jvp(q, r[..., :m], t[..., :m])
@@ -248,10 +305,15 @@ def _qr_jvp(node, y, xs, ts):
 
 
 def _qr_vjp(node, y, xs, g):
+    _no_raw_derivative(node, "vjp")
     (x,) = xs
-    q, r = (Value(n) for n in _qr_views(y.node, x.shape))
-    gq, gr = (Value(n) for n in _qr_views(g.node, x.shape))
+    q, r = (Value(n) for n in _qr_views(y.node, x.shape, node.attrs.mode))
+    gq, gr = (Value(n) for n in _qr_views(g.node, x.shape, node.attrs.mode))
     m, n, k = _qr_sizes(x.shape)
+    if m > n and node.attrs.mode == "complete":  # R's zero rows have no derivative
+        qk, qp = q[..., :n], q[..., n:]
+        gqk = _perp_cotangent(qk, gq[..., :n], qp, gq[..., n:])
+        return (_qr_square_vjp(qk, r[..., :n, :], gqk, gr[..., :n, :]),)
     if m >= n:
         return (_qr_square_vjp(q, r, gq, gr),)
     gr1, gr2 = gr[..., :m], gr[..., m:]
@@ -261,6 +323,13 @@ def _qr_vjp(node, y, xs, g):
 
 class SvdAttrs(NamedTuple):
     eps: float  # the Lorentzian broadening of 1 / (s_j^2 - s_i^2) in the derivatives (>= 0)
+    full: bool  # full_matrices: U (..., M, M) and Vh (..., N, N); only for M != N
+
+
+def _svd_dims(shape, full: bool) -> tuple[int, int, int]:
+    """(columns of U, K, rows of Vh) of the SVD of matrices of ``shape``."""
+    m, n, k = _qr_sizes(shape)
+    return (m, k, n) if full else (k, k, k)
 
 
 def _svd_infer(inputs, attrs):
@@ -271,13 +340,49 @@ def _svd_infer(inputs, attrs):
             "(stack of) matrices, with at least 2 axes"
         )
     m, n, k = _qr_sizes(x.shape)
-    size = math.prod(x.shape[:-2]) * (m * k + k + k * n)
+    cu, k, rv = _svd_dims(x.shape, attrs[1])
+    size = math.prod(x.shape[:-2]) * (m * cu + k + rv * n)
     return (size,), _result_dtype(Op.SVD, x.dtype)
 
 
+def _svd_fallback(x: np.ndarray, full: bool):
+    """The SVD of a stack of matrices for which LAPACK's gesdd (divide and conquer, NumPy's)
+    failed to converge: matrix by matrix, gesdd again and, where it fails, SciPy's gesvd
+    (QR iteration: slower, but it converges where gesdd does not)."""
+    import scipy.linalg
+
+    m, n = x.shape[-2:]
+    mats = x.reshape((-1, m, n))
+    parts = []
+    for a in mats:
+        try:
+            parts.append(np.linalg.svd(a, full_matrices=full))
+        except np.linalg.LinAlgError:
+            if not np.all(np.isfinite(a)):
+                raise  # NaN or inf: no driver converges; gesdd's error says so
+            parts.append(scipy.linalg.svd(a, full_matrices=full, lapack_driver="gesvd"))
+    batch = x.shape[:-2]
+    return tuple(
+        np.stack([p[i] for p in parts]).reshape(batch + parts[0][i].shape) if parts else None
+        for i in range(3)
+    )
+
+
 def _svd_ref(xs, at):
-    u, s, vh = np.linalg.svd(xs[0], full_matrices=False)
-    return np.concatenate([u.reshape(-1), s.reshape(-1).astype(u.dtype), vh.reshape(-1)])
+    """numpy.linalg.svd (LAPACK's gesdd on the CPU, CuPy's SVD on CUDA through
+    ``__array_function__``); on the CPU, a stack on which gesdd fails to converge falls back
+    to gesvd (:func:`_svd_fallback`)."""
+    x = xs[0]
+    try:
+        u, s, vh = np.linalg.svd(x, full_matrices=at.full)
+    except np.linalg.LinAlgError:
+        # SciPy takes host arrays only: a device array's error stands (tested by type, so
+        # graph/ imports no device library)
+        if not isinstance(x, np.ndarray) or x.size == 0:
+            raise
+        u, s, vh = _svd_fallback(x, at.full)
+    dt = u.dtype
+    return np.concatenate([u.reshape(-1), s.reshape(-1).astype(dt), vh.reshape(-1)])
 
 
 def _svd_cost(node) -> int:
@@ -289,29 +394,41 @@ def _check_svd(ins, at, op):
     at = check_arity(at, SvdAttrs, op)
     if type(at.eps) is not float or not at.eps >= 0 or at.eps == math.inf:
         raise BadFormat(f"svd: eps must be a finite float >= 0, got {short(at.eps)}")
+    if type(at.full) is not bool:
+        raise BadFormat(f"svd: full_matrices must be a bool, got {short(at.full)}")
 
 
-def _svd_views(p, shape):
+def _svd_views(p, shape, full: bool = False):
     batch = _batch_of(shape)
-    m, n, k = _qr_sizes(shape)
+    m, n, _ = _qr_sizes(shape)
+    cu, k, rv = _svd_dims(shape, full)
     b = math.prod(batch)
-    c1, c2 = b * m * k, b * (m * k + k)
+    c1, c2 = b * m * cu, b * (m * cu + k)
     return (
-        reshape(getitem(p, slice(0, c1)), batch + (m, k)),
+        reshape(getitem(p, slice(0, c1)), batch + (m, cu)),
         real(reshape(getitem(p, slice(c1, c2)), batch + (k,))),
-        reshape(getitem(p, slice(c2, None)), batch + (k, n)),
+        reshape(getitem(p, slice(c2, None)), batch + (rv, n)),
     )
 
 
 def _svd_parts(node, y, x):
-    u, s, vh = (Value(n) for n in _svd_views(y.node, x.shape))
+    """(U_k, s, V_k, F, U_perp, V_perp): the reduced SVD (the first K columns of U and V)
+    and, for ``full_matrices``, the extra columns of U (M > N) or of V (M < N), else None."""
+    u, s, vh = (Value(n) for n in _svd_views(y.node, x.shape, node.attrs.full))
     f = _broadened(s * s, node.attrs.eps)  # F_ij ~ 1 / (s_j^2 - s_i^2)
-    return u, s, mH(vh), f
+    k = s.shape[-1]
+    up = u[..., k:] if u.shape[-1] > k else None
+    vp = mH(vh[..., k:, :]) if vh.shape[-2] > k else None
+    if up is not None:
+        u = u[..., :k]
+    if vp is not None:
+        vh = vh[..., :k, :]
+    return u, s, mH(vh), f, up, vp
 
 
 def _svd_jvp(node, y, xs, ts):
     (x,), (t,) = xs, ts
-    u, s, v, f = _svd_parts(node, y, x)
+    u, s, v, f, up, vp = _svd_parts(node, y, x)
     m, n, k = _qr_sizes(x.shape)
     sr = T.expand_dims(s, -2)  # scales columns: X * sr = X S
     sc = T.expand_dims(s, -1)  # scales rows: sc * X = S X
@@ -330,15 +447,23 @@ def _svd_jvp(node, y, xs, ts):
         du = du + (t @ v - u @ dp) / sr
     if n > k:
         dv = dv + (mH(t) @ u - v @ mH(dp)) / sr
+    if up is not None:  # full_matrices: the extra columns in the gauge that moves them least
+        du = T.concatenate([du, _perp_tangent(u, du, up)], axis=-1)
+    if vp is not None:
+        dv = T.concatenate([dv, _perp_tangent(v, dv, vp)], axis=-1)
     return _pack(du, ds, mH(dv), dtype=y.dtype)
 
 
 def _svd_vjp(node, y, xs, g):
     (x,) = xs
-    u, s, v, f = _svd_parts(node, y, x)
-    gu, gs, gvh = (Value(n) for n in _svd_views(g.node, x.shape))
+    u, s, v, f, up, vp = _svd_parts(node, y, x)
+    gu, gs, gvh = (Value(n) for n in _svd_views(g.node, x.shape, node.attrs.full))
     gv = mH(gvh)
     m, n, k = _qr_sizes(x.shape)
+    if up is not None:
+        gu = _perp_cotangent(u, gu[..., :k], up, gu[..., k:])
+    if vp is not None:
+        gv = _perp_cotangent(v, gv[..., :k], vp, gv[..., k:])
     sr = T.expand_dims(s, -2)
     sc = T.expand_dims(s, -1)
     eye = T.asarray(np.eye(k, dtype=s.dtype))
@@ -369,7 +494,7 @@ register_op(
     jvp=_svd_jvp,
     cost=_svd_cost,
     check_attrs=_check_svd,
-    fmt=lambda at: f"[eps={at.eps!r}]",
+    fmt=lambda at: f"[eps={at.eps!r}{', full_matrices' if at.full else ''}]",
 )
 register_op(
     Op.EIGH,
@@ -431,38 +556,57 @@ def eigvalsh(a: Any, UPLO: str = "L", *, eps: float = DEFAULT_EPS) -> Node:  # n
 
 @builder(public=False)
 def qr(a: Any, mode: str = "reduced") -> Any:
-    """``(Q, R)`` of each matrix of ``a`` (..., M, N), as ``numpy.linalg.qr``: Q (..., M, K)
-    with orthonormal columns, R (..., K, N) upper triangular (K = min(M, N)), with LAPACK's
-    signs (R's diagonal real, of either sign). ``mode="r"`` returns R alone; "complete" and
-    "raw" are not supported yet."""
+    """``(Q, R)`` of each matrix of ``a`` (..., M, N), as ``numpy.linalg.qr``, with LAPACK's
+    signs (R's diagonal real, of either sign; :func:`qr_positive` makes it >= 0). Modes:
+    "reduced": Q (..., M, K) with orthonormal columns, R (..., K, N) upper triangular,
+    K = min(M, N); "r": that R alone; "complete": Q (..., M, M) unitary, R (..., M, N) (for
+    M > N, Q's extra columns Q_perp span the complement of A's columns and R's extra rows are
+    zero; Q_perp is not unique, and its derivative is taken in the gauge
+    Q_perp^H dQ_perp = 0, so only functions invariant under rotations of Q_perp, such as
+    Q_perp Q_perp^H, differentiate as they should); "raw": NumPy's ``(h, tau)``, h
+    (..., N, M) and tau (..., K), LAPACK's Householder reflectors, which have no derivative
+    (differentiating them raises a DTypeError)."""
     n = lift(a, "qr")
-    if mode not in ("reduced", "r"):
-        raise OptionError(f"qr: mode {mode!r} is not supported; use 'reduced' or 'r'")
-    q, r = _qr_views(make_node(Op.QR, (n,), ("reduced",)), n.shape)
+    if not isinstance(mode, str):
+        raise OptionTypeError(f"qr: mode {mode!r} is not a string; use one of {_QR_MODES}")
+    if mode not in _QR_MODES:
+        raise OptionError(f"qr: mode {mode!r} is not one of {_QR_MODES}")
+    kind = "reduced" if mode == "r" else mode
+    if kind == "complete" and n.ndim >= 2 and n.shape[-2] <= n.shape[-1]:
+        kind = "reduced"  # the same factors: one node, one derivative rule
+    q, r = _qr_views(make_node(Op.QR, (n,), (kind,)), n.shape, kind)
     return r if mode == "r" else (q, r)
+
+
+_QR_MODES = ("reduced", "complete", "r", "raw")
 
 
 @builder(public=False)
 def svd(
     a: Any, full_matrices: bool = True, compute_uv: bool = True, *, eps: float = DEFAULT_EPS
 ) -> Any:
-    """``(U, S, Vh)`` of each matrix of ``a`` (..., M, N), as ``numpy.linalg.svd``: U
-    (..., M, K), S (..., K) descending and real, Vh (..., K, N), K = min(M, N), with LAPACK's
-    phases; ``compute_uv=False`` returns S alone. ``full_matrices=True`` (NumPy's default)
-    is accepted for square matrices only (the extra columns of a rectangular one have no
-    derivative): pass False. ``eps`` broadens 1 / (s_j^2 - s_i^2) in the derivatives, as in
-    :func:`eigh`."""
+    """``(U, S, Vh)`` of each matrix of ``a`` (..., M, N), as ``numpy.linalg.svd``, with
+    LAPACK's phases: S (..., K) descending and real, K = min(M, N); U (..., M, M) and Vh
+    (..., N, N) with ``full_matrices=True`` (NumPy's default), U (..., M, K) and Vh
+    (..., K, N) with False; ``compute_uv=False`` returns S alone. The extra columns of a full
+    U (M > N) or rows of a full Vh (M < N) span the complement and are not unique; their
+    derivative is taken in the gauge that moves them least (U_perp^H dU_perp = 0, so
+    dU_perp = -U_k (dU_k^H U_perp), and likewise for V), so only functions invariant under
+    rotations of them (U_perp U_perp^H, anything of the first K) differentiate as they should.
+    On the CPU, a stack on which LAPACK's gesdd fails to converge is redone matrix by matrix,
+    with gesvd (SciPy) where gesdd fails again. ``eps`` broadens 1 / (s_j^2 - s_i^2) in the
+    derivatives, as in :func:`eigh`."""
     n = lift(a, "svd")
-    if n.ndim >= 2 and full_matrices and compute_uv and n.shape[-1] != n.shape[-2]:
-        raise OptionError(
-            f"svd: full_matrices=True is not supported for the non-square shape "
-            f"{fmt_shape(n.shape)}; pass full_matrices=False (the reduced SVD)"
-        )
+    for name, flag in (("full_matrices", full_matrices), ("compute_uv", compute_uv)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise OptionTypeError(f"svd: {name} {flag!r} is not a bool")
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
         raise OptionTypeError(f"svd: eps {eps!r} is not a number")
     if not 0 <= float(eps) < math.inf:
         raise OptionError(f"svd: eps must be finite and >= 0, got {eps!r}")
-    u, s, vh = _svd_views(make_node(Op.SVD, (n,), (float(eps),)), n.shape)
+    # a square matrix's full SVD is its reduced one: one node, as before full_matrices existed
+    full = bool(full_matrices and compute_uv and n.ndim >= 2 and n.shape[-1] != n.shape[-2])
+    u, s, vh = _svd_views(make_node(Op.SVD, (n,), (float(eps), full)), n.shape, full)
     return (u, s, vh) if compute_uv else s
 
 
