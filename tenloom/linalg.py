@@ -16,6 +16,10 @@ graph/ops/factorizations.py.
 
 ``eig`` (a tuple ``(eigenvalues, eigenvectors)`` of a general square matrix, always complex;
 ``eps=`` the broadening of its derivatives) and ``eigvals``, in graph/ops/eig.py.
+``pinv`` (``rtol=`` or NumPy's ``rcond=``, ``hermitian=``), from svd or eigh, in
+graph/ops/norms.py.
+``vector_norm``, ``matrix_norm`` (the array API's) and ``norm`` (``numpy.linalg.norm``'s),
+composites of abs, sum, max, sqrt and svdvals, in graph/ops/norms.py.
 
 ``tensor_svd`` (below): the truncated SVD of a tensor split into two groups of axes, with
 ``max_rank``, ``cutoff`` and ``absorb``, in graph/ops/tensor_svd.py.
@@ -43,7 +47,10 @@ _PUBLIC = {
     "expm": ("expm", None),
     "inv": ("inv", None),
     "lq": ("lq", "tuple[Tensor, Tensor]"),
+    "matrix_norm": ("matrix_norm", None),
     "matrix_power": ("matrix_power", None),
+    "norm": ("norm", None),
+    "pinv": ("pinv", None),
     "polar": ("polar", "tuple[Tensor, Tensor]"),
     "qr": ("qr", "tuple[Tensor, Tensor] | Tensor"),
     "ql": ("ql", "tuple[Tensor, Tensor]"),
@@ -54,6 +61,7 @@ _PUBLIC = {
     "svd": ("svd", "tuple[Tensor, Tensor, Tensor] | Tensor"),
     "svdvals": ("svdvals", None),
     "trace": ("linalg_trace", None),
+    "vector_norm": ("vector_norm", None),
 }
 for _name, (_builder, _returns) in _PUBLIC.items():
     _fn = globals()[_name] = lifted(Tensor, _b.BUILDERS[_builder], _name, __name__)

@@ -41,6 +41,7 @@ from tenloom.graph.ops import decompositions  # noqa: E402, F401
 from tenloom.graph.ops import factorizations  # noqa: E402, F401
 from tenloom.graph.ops import tensor_svd  # noqa: E402, F401
 from tenloom.graph.ops import eig  # noqa: E402, F401
+from tenloom.graph.ops import norms  # noqa: E402, F401
 from tenloom.graph.ops import fused  # noqa: E402, F401
 from tenloom.graph.ops import sliced  # noqa: E402, F401
 from tenloom.graph import build, value  # noqa: E402
