@@ -63,7 +63,7 @@ def evaluate(*tensors: Value, **opts: Any) -> tuple[np.ndarray, ...]:
     if len(names) > 1:
         open_devices(names[1:])
     optimized = session.optimize_within_limit(graph, o, hit, key).graph
-    threads = session.DEFAULT_THREADS if o.threads is None else o.threads
+    threads = session.default_threads(optimized, backend) if o.threads is None else o.threads
     plain = threads == 1 and not o.deterministic and len(names) == 1 and limit is None
     if plain and o.scheduler is None and not o.progress:  # nothing to set up around the run
         return tuple(execute(optimized, bound, backend, names[0], o.to_host, 1))

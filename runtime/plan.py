@@ -102,7 +102,7 @@ class Plan:
         self.device = self.devices[0]
         self.backend = session.open_devices(self.devices[:1])[0]
         self.program = program_for(self.optimized, self.backend)
-        self._threads = o.threads or 1
+        self._threads = o.threads or session.default_threads(self.optimized, self.backend)
         # nothing to set up around a call: no devices to spread over, no cluster, no limit
         self._plain = (
             len(self.devices) == 1

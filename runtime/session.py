@@ -43,6 +43,50 @@ from tenloom.runtime.options import parse_device_name, parse_options
 DEFAULT_DEVICE = "cpu"
 DEFAULT_THREADS = 1
 
+# Independent decompositions run at the same time where that pays: on a device with streams
+# each worker drives its own stream, and cuSOLVER's SVD and QR leave the GPU idle between their
+# many small kernels and host synchronizations, so two or four of them overlap well
+# (benchmarks/linalg_overlap.py on an H200: two SVDs of 1024 x1.7, four x2.8; eigh x0.8-1.06).
+# On the CPU, LAPACK already uses every core and threads lose (x0.57-1.03 on 16 cores), so
+# threads= stays the user's choice there.
+MAX_OVERLAP = 4
+_OVERLAP_MIN_FLOPS = 10**6  # smaller decompositions are not worth a worker
+
+
+def default_threads(graph: Graph, backend: Any) -> int:
+    """``threads=`` when not given: ``DEFAULT_THREADS``, or, on a device with streams, as many
+    workers (up to ``MAX_OVERLAP``) as the graph has decompositions that may run at once."""
+    if not getattr(backend, "streams", False):
+        return DEFAULT_THREADS
+    n = graph.meta.get("overlap")
+    if n is None:
+        n = graph.meta["overlap"] = _independent_decompositions(graph)
+    return max(DEFAULT_THREADS, min(MAX_OVERLAP, n))
+
+
+def _independent_decompositions(graph: Graph) -> int:
+    """How many of the graph's LINALG nodes (of at least ``_OVERLAP_MIN_FLOPS``) have another
+    one that is neither their ancestor nor their descendant (0 or >= 2)."""
+    from tenloom.graph.ops import OPS, OpKind
+
+    heavy: list[int] = []  # bit i: the i-th heavy decomposition
+    below: dict[int, int] = {}  # id(node) -> bits of the heavy nodes at or above it
+    for n in graph.order:
+        m = 0
+        for i in n.inputs:
+            m |= below[id(i)]
+        d = OPS[n.op]
+        if d.kind is OpKind.LINALG and d.cost is not None and d.cost(n) >= _OVERLAP_MIN_FLOPS:
+            m |= 1 << len(heavy)
+            heavy.append(m)
+        below[id(n)] = m
+    # heavy[j] holds j's own bit and its heavy ancestors' bits
+    free = 0
+    for j, mj in enumerate(heavy):
+        if any(not (mj >> k) & 1 and not (mk >> j) & 1 for k, mk in enumerate(heavy) if k != j):
+            free += 1
+    return free
+
 
 # ---- devices -----------------------------------------------------------------------------
 
