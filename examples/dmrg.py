@@ -273,6 +273,8 @@ class DMRG:
     """Two-site DMRG of ``mpo`` on an open chain of ``L`` sites, bond dimension ``chi``.
 
     ``run(sweeps)`` returns the energy after each sweep (one sweep: left to right and back);
+    ``kernels`` replaces the tenloom kernels by others of the same interface (the benchmark's
+    NumPy ones);
     ``energies`` holds the Lanczos energy of every two-site step, ``discarded`` the largest
     discarded weight of the last sweep."""
 
@@ -290,6 +292,7 @@ class DMRG:
         tol: float = 1e-10,
         krylov: int = 24,
         mps: list[np.ndarray] | None = None,
+        kernels: Kernels | None = None,
     ):
         if L < 2:
             raise ValueError(f"DMRG needs L >= 2 sites, got {L}")
@@ -297,7 +300,7 @@ class DMRG:
             raise ValueError(f"eigensolver {eigensolver!r}: use 'lanczos' or 'eigsh'")
         self.mpo, self.L, self.chi, self.cutoff = mpo, L, chi, cutoff
         self.eigensolver, self.tol, self.krylov = eigensolver, tol, krylov
-        self.kernels = Kernels(mpo, chi, device, cutoff)
+        self.kernels = kernels if kernels is not None else Kernels(mpo, chi, device, cutoff)
         self.mps = mps if mps is not None else random_mps(L, mpo.d, chi, seed, dtype)
         self.dtype = self.mps[0].dtype
         self.energies: list[float] = []
