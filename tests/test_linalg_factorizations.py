@@ -403,17 +403,54 @@ def test_qr_positive_differentiates_q_itself_where_lapack_signs_would_flip():
     check_grads(lambda a: tl.linalg.qr_positive(a)[0] * 2.0, [(4, 2)], "complex128", seed=5)
 
 
-def test_polar_of_a_unitary_matrix_has_finite_derivatives_through_eps():
-    """At a unitary A every singular value is 1: the broadened SVD rule stays finite, and the
-    gradient of a function of P (the symmetric part: (s_i + s_j)^-1 terms are not needed for
-    tr(P)) matches finite differences."""
-    q = np.linalg.qr(_rand(np.random.default_rng(10), (3, 3), "float64"))[0]
-    x = tl.placeholder((3, 3))
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("shape", [(3, 3), (4, 3), (3, 4), (2, 3, 3)])
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_polar_derivatives_at_degenerate_singular_values(dtype, shape, side):
+    """At an isometry every singular value is 1, and at c * I they are all equal: POLAR's rules
+    divide by s_i + s_j, not s_i - s_j, so the derivatives of U and P themselves match finite
+    differences there (an SVD composite's broadened rule would drop the mixing terms)."""
+    rng = np.random.default_rng(10)
+    m, n = shape[-2:]
+    iso = np.linalg.qr(_rand(rng, shape[:-2] + (max(m, n), min(m, n)), dtype))[0]
+    iso = _np_h(iso) if m < n else iso
+    points = [iso, 2.0 * iso]
+    p_shape = shape[:-2] + ((n, n) if side == "right" else (m, m))
+    c_u, c_p, direction = (
+        _rand(rng, shape, dtype),
+        _rand(rng, p_shape, dtype),
+        _rand(rng, shape, dtype),
+    )
+    x = tl.placeholder(shape, dtype)
+    u, p = tl.linalg.polar(x, side)
+    loss = tl.sum(tl.real(u * tl.conj(tl.asarray(c_u)))) + tl.sum(
+        tl.real(p * tl.conj(tl.asarray(c_p)))
+    )
+    (g,) = tl.grad(loss, [x])
+    jt = tl.jvp(loss, [x], [tl.asarray(direction)])
+    for a in points:
+        got, tangent = tl.evaluate(g, jt, feed={x: a})
+        eps = 1e-6
+        up = float(loss.evaluate(feed={x: a + eps * direction}))
+        down = float(loss.evaluate(feed={x: a - eps * direction}))
+        numeric = (up - down) / (2 * eps)
+        assert abs(float(np.real(np.vdot(got, direction))) - numeric) <= 1e-6 * max(1, abs(numeric))
+        assert abs(float(tangent) - numeric) <= 1e-6 * max(1, abs(numeric))
+
+
+def test_polar_is_one_node_and_its_hessian_matches_differences():
+    x = tl.placeholder((4, 3), "complex128")
     u, p = tl.linalg.polar(x)
-    (g,) = tl.grad(tl.trace(p), [x])
-    got = g.evaluate(feed={x: q})
-    assert np.all(np.isfinite(got))
-    assert_close(got, q)  # d tr(P) = d tr((A^T A)^(1/2)) = Re tr(U^T dA): the gradient is U
+    assert "polar[eps=1e-12]" in tl.dump(u) and "svd" not in tl.dump(p)
+    loss = tl.sum(tl.abs(u - 1.0) ** 2) + tl.sum(tl.abs(p) ** 2) * 0.5
+    rng = np.random.default_rng(12)
+    a, v = _rand(rng, (4, 3), "complex128"), _rand(rng, (4, 3), "complex128")
+    (hv,) = tl.hvp(loss, [x], [tl.asarray(v)])
+    (g,) = tl.grad(loss, [x])
+    eps = 1e-5
+    numeric = (g.evaluate(feed={x: a + eps * v}) - g.evaluate(feed={x: a - eps * v})) / (2 * eps)
+    got = hv.evaluate(feed={x: a})
+    assert np.max(np.abs(got - numeric)) <= 1e-5 * max(1.0, np.max(np.abs(numeric)))
 
 
 def test_raw_qr_has_no_derivative_a_typed_error_naming_the_mode():
@@ -474,7 +511,14 @@ def test_save_and_load_keep_the_modes(tmp_path):
     tl.save(outs, tmp_path / "f.json")
     back = tl.load(tmp_path / "f.json")
     text = "".join(tl.dump(t) for t in back)
-    for part in ("qr[mode=complete]", "qr[mode=raw]", "svd[eps=1e-12, full_matrices]", "expm("):
+    parts = (
+        "qr[mode=complete]",
+        "qr[mode=raw]",
+        "svd[eps=1e-12, full_matrices]",
+        "expm(",
+        "polar[",
+    )
+    for part in parts:
         assert part in text
     a = _rand(np.random.default_rng(11), (2, 4, 3), "float64")
     for got, ref in zip(tl.evaluate(*back, feed={x: a}), tl.evaluate(*outs, feed={x: a})):
@@ -503,7 +547,8 @@ def test_opencl_has_no_kernel_for_expm_or_the_decompositions_a_device_error_nami
     cases = {
         "expm": tl.linalg.expm(x[:3]) * 2.0,
         "qr": tl.linalg.qr_positive(x)[0],
-        "svd": tl.linalg.polar(x)[1],
+        "svd": tl.linalg.svd(x)[0] * 2.0,
+        "polar": tl.linalg.polar(x)[1],
     }
     for op, t in cases.items():
         with pytest.raises(tl.DeviceError, match=f"{device}: no kernel for op '{op}'"):

@@ -368,21 +368,24 @@ def _svd_fallback(x: np.ndarray, full: bool):
     )
 
 
-def _svd_ref(xs, at):
-    """numpy.linalg.svd (LAPACK's gesdd on the CPU, CuPy's SVD on CUDA through
+def svd_arrays(x, full: bool):
+    """``(u, s, vh)`` of an array (the kernel of SVD, and of the ops built on it):
+    numpy.linalg.svd (LAPACK's gesdd on the CPU, CuPy's SVD on CUDA through
     ``__array_function__``); on the CPU, a stack on which gesdd fails to converge falls back
     to gesvd (:func:`_svd_fallback`)."""
-    x = xs[0]
     try:
-        u, s, vh = np.linalg.svd(x, full_matrices=at.full)
+        return np.linalg.svd(x, full_matrices=full)
     except np.linalg.LinAlgError:
         # SciPy takes host arrays only: a device array's error stands (tested by type, so
         # graph/ imports no device library)
         if not isinstance(x, np.ndarray) or x.size == 0:
             raise
-        u, s, vh = _svd_fallback(x, at.full)
-    dt = u.dtype
-    return np.concatenate([u.reshape(-1), s.reshape(-1).astype(dt), vh.reshape(-1)])
+        return _svd_fallback(x, full)
+
+
+def _svd_ref(xs, at):
+    u, s, vh = svd_arrays(xs[0], at.full)
+    return np.concatenate([u.reshape(-1), s.reshape(-1).astype(u.dtype), vh.reshape(-1)])
 
 
 def _svd_cost(node) -> int:

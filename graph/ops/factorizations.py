@@ -1,6 +1,7 @@
 """The factorizations of tensor-network code, batched over leading axes and differentiable:
-``qr_positive``, ``ql``, ``lq``, ``rq``, ``polar`` (composites of the QR and SVD nodes of
-graph/ops/decompositions.py, whose rules they inherit) and ``expm`` (one op, EXPM).
+``qr_positive``, ``ql``, ``lq``, ``rq`` (composites of the QR node of
+graph/ops/decompositions.py, whose rules they inherit), ``polar`` (one op, POLAR) and
+``expm`` (one op, EXPM).
 
 ``qr_positive`` is the reduced QR with R's diagonal real and >= 0: LAPACK's factors with the
 phase of each diagonal entry moved from R to Q (Q diag(p), diag(p)^* R, p = d / |d| and 1 where
@@ -19,19 +20,22 @@ or R of rq, the triangle ends in the last corner (L_ij = 0 for j > i + N - M; R_
 j < i - (M - N)). Signs: those of the underlying QR (the "diagonal" of either sign), or, with
 ``positive=True``, real and >= 0 (qr_positive underneath), which makes the factors unique.
 
-``polar`` (A = U P, or P U with ``side="left"``, as ``scipy.linalg.polar``): from the reduced
-SVD A = W S Vh, U = W Vh (orthonormal columns, or rows when M < N) and P = V S Vh (right,
-(..., N, N)) or W S W^H (left, (..., M, M)), Hermitian positive semidefinite. Both are
-invariant under the SVD's gauge (phases and degenerate mixing), so they differentiate for
-complex inputs. Their derivative goes through the SVD's rules, whose 1 / (s_j^2 - s_i^2) is
-broadened (``eps``, see decompositions.py): for a pair of singular values closer than about
-sqrt(eps), the term the polar factors need there (finite: (s_i + s_j)^-1 in U's) is dropped,
-so near-degenerate singular values (a nearly unitary A, say) give approximate derivatives;
-zero singular values make U's derivative infinite (U is not unique there).
+``polar`` (A = U P, or P U with ``side="left"``, as ``scipy.linalg.polar``) is one op,
+POLAR (the right polar; the left one is the right polar of A^H, conjugate-transposed): from
+the reduced SVD A = W S Vh, U = W Vh (orthonormal columns, or rows when M < N) and
+P = V S Vh (..., N, N), Hermitian positive semidefinite. Its rules are its own, not the SVD's
+(whose 1 / (s_j^2 - s_i^2) would drop terms where singular values are close, and every one
+of them is equal at an isometry, where a polar factor is most often taken): with
+X = W^H dA V and D_ij = s_i + s_j, dU = W [(X - X^H) / D] Vh and dP = V [(X^H S + S X) / D] Vh,
+plus, for M > N, (I - W W^H) dA V S^-1 Vh in dU and, for M < N, with
+dA_perp = dA (I - V Vh), W S^-1 W^H dA_perp in dU and dA_perp^H W Vh + V W^H dA_perp in dP.
+They are finite for any spectrum of full rank (a zero singular value makes U's derivative
+infinite: U is not unique there); the SVD they are written with differentiates again
+(``eps`` is its broadening, for second derivatives).
 
-``expm`` is the matrix exponential, one EXPM node (``scipy.linalg.expm`` on the CPU,
-``cupyx.scipy.linalg.expm`` on CUDA). Its derivative is the Fréchet derivative
-L(A, E) = d/dt e^(A + tE) at 0, read off the block identity
+``expm`` is the matrix exponential, one EXPM node (``scipy.linalg.expm`` on the CPU; on CUDA
+a batched [13/13] Pade scaling and squaring, runtime/backends/cuda.py). Its derivative is the
+Fréchet derivative L(A, E) = d/dt e^(A + tE) at 0, read off the block identity
 expm([[A, E], [0, A]]) = [[e^A, L(A, E)], [0, e^A]] (Higham, "Functions of Matrices", 3.2);
 the JVP is L(A, T), the VJP L(A^H, G) (the adjoint of E -> L(A, E) for the real inner
 product Re tr(X^H Y)). Both are EXPM nodes of twice the size, so second derivatives work.
@@ -40,23 +44,24 @@ Integers are promoted to float64; float16 is rejected, as numpy.linalg does.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, NamedTuple
 
 import numpy as np
 from tenloom.graph.dtypes import _SUPPORTED_SET
 from tenloom.graph.errors import DTypeError, OptionError, OptionTypeError, ShapeError, fmt_shape
 from tenloom.graph.node import Node, make_node
-from tenloom.graph.ops.checks import check_no_attrs
-from tenloom.graph.ops.decompositions import DEFAULT_EPS, qr, svd
+from tenloom.graph.ops.checks import BadFormat, check_arity, check_no_attrs, short
+from tenloom.graph.ops.decompositions import DEFAULT_EPS, qr, svd, svd_arrays
 from tenloom.graph.ops.leaf import lift
-from tenloom.graph.ops.linalg import _batch, check_square, mH
-from tenloom.graph.ops.movement import getitem
+from tenloom.graph.ops.linalg import _batch, _result_dtype, check_square, mH
+from tenloom.graph.ops.movement import getitem, reshape
 from tenloom.graph.ops.registry import Op, OpKind, builder, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
 
 # the ops of this family, defined before anything refers to them
-Op.define_all("expm")
+Op.define_all("expm polar")
 
 
 # ---- expm: one op ------------------------------------------------------------------------
@@ -130,6 +135,121 @@ register_op(
     jvp=_expm_jvp,
     cost=_expm_cost,
     check_attrs=check_no_attrs,
+)
+
+
+# ---- polar: one op, so that its derivative needs no 1 / (s_i - s_j) --------------------------
+
+
+class PolarAttrs(NamedTuple):
+    eps: float  # the broadening of the SVD its rules are written with (their own derivatives)
+
+
+def _polar_infer(inputs, attrs):
+    (x,) = inputs
+    if x.ndim < 2:
+        raise ShapeError(
+            f"polar: operand 0 of shape {fmt_shape(x.shape)} has {x.ndim} axes; it must be a "
+            "(stack of) matrices, with at least 2 axes"
+        )
+    size = math.prod(x.shape[:-2]) * x.shape[-1] * (x.shape[-2] + x.shape[-1])
+    return (size,), _result_dtype(Op.SVD, x.dtype)
+
+
+def _polar_ref(xs, at):
+    """U = W Vh and P = V S Vh from the reduced SVD (with SVD's gesvd fallback), packed."""
+    w, s, vh = svd_arrays(xs[0], False)
+    u = w @ vh
+    p = np.conj(np.swapaxes(vh, -1, -2)) @ (s[..., :, None].astype(vh.dtype) * vh)
+    return np.concatenate([u.reshape(-1), p.reshape(-1)])
+
+
+def _polar_cost(node) -> int:
+    m, n = node.inputs[0].shape[-2:]
+    return _batch(node.inputs[0].shape) * (12 * m * n * min(m, n) + 2 * (m + n) * n * n)
+
+
+def _check_polar(ins, at, op):
+    at = check_arity(at, PolarAttrs, op)
+    if type(at.eps) is not float or not at.eps >= 0 or at.eps == math.inf:
+        raise BadFormat(f"polar: eps must be a finite float >= 0, got {short(at.eps)}")
+
+
+def _polar_views(p, shape):
+    """(U, P) of the packed POLAR value of an operand of ``shape`` (..., M, N)."""
+    batch, (m, n) = tuple(shape[:-2]), shape[-2:]
+    cut = math.prod(batch) * m * n
+    return reshape(getitem(p, slice(0, cut)), batch + (m, n)), reshape(
+        getitem(p, slice(cut, None)), batch + (n, n)
+    )
+
+
+def _polar_parts(node, x: Value):
+    """W, s, V, Vh of the reduced SVD of ``x`` and D_ij = s_i + s_j (K x K)."""
+    w, s, vh = (Value(n) for n in svd(x.node, False, True, eps=node.attrs.eps))
+    d = T.expand_dims(s, -1) + T.expand_dims(s, -2)
+    return w, s, mH(vh), vh, d
+
+
+def _polar_jvp(node, y, xs, ts):
+    """With X = W^H T V (K x K): dU = W [(X - X^H) / D] Vh, dP = V [(X^H S + S X) / D] Vh, plus,
+    for M > N, (I - W W^H) T V S^-1 Vh in dU; for M < N, with T_perp = T (I - V Vh),
+    W S^-1 W^H T_perp in dU and T_perp^H W Vh + V W^H T_perp in dP."""
+    (x,), (t,) = xs, ts
+    w, s, v, vh, d = _polar_parts(node, x)
+    m, n = x.shape[-2:]
+    sr, sc = T.expand_dims(s, -2), T.expand_dims(s, -1)
+    tv = t @ v
+    xm = mH(w) @ tv
+    du = w @ ((xm - mH(xm)) / d) @ vh
+    dp = v @ ((mH(xm) * sr + sc * xm) / d) @ vh
+    if m > n:
+        du = du + ((tv - w @ xm) / sr) @ vh
+    elif m < n:
+        tp = t - tv @ vh
+        wt = mH(w) @ tp
+        du = du + (w / sr) @ wt
+        dp = dp + mH(wt) @ vh + v @ wt
+    return _pack_polar(du, dp, y.dtype)
+
+
+def _polar_vjp(node, y, xs, g):
+    """The adjoint of :func:`_polar_jvp`: with B = W^H gU V and C = Vh gP V,
+    gA = W [(B - B^H) / D + S (C + C^H) / D] Vh, plus (I - W W^H) gU V S^-1 Vh for M > N,
+    and (W S^-1 W^H gU + W Vh (gP + gP^H)) (I - V Vh) for M < N."""
+    (x,) = xs
+    w, s, v, vh, d = _polar_parts(node, x)
+    gu, gp = (Value(n) for n in _polar_views(g.node, x.shape))
+    m, n = x.shape[-2:]
+    sr, sc = T.expand_dims(s, -2), T.expand_dims(s, -1)
+    guv = gu @ v
+    b = mH(w) @ guv
+    c = vh @ gp @ v
+    ga = w @ ((b - mH(b)) / d + sc * (c + mH(c)) / d) @ vh
+    if m > n:
+        ga = ga + ((guv - w @ b) / sr) @ vh
+    elif m < n:
+        h = (w / sr) @ (mH(w) @ gu) + w @ (vh @ (gp + mH(gp)))
+        ga = ga + h - (h @ v) @ vh
+    return (ga,)
+
+
+def _pack_polar(u: Value, p: Value, dtype) -> Value:
+    return T.concatenate([T.reshape(T.astype(z, dtype), (-1,)) for z in (u, p)])
+
+
+register_op(
+    Op.POLAR,
+    OpKind.LINALG,
+    _polar_infer,
+    _polar_ref,
+    1,
+    attrs=PolarAttrs,
+    vjp=_polar_vjp,
+    jvp=_polar_jvp,
+    cost=_polar_cost,
+    check_attrs=_check_polar,
+    fmt=lambda at: f"[eps={at.eps!r}]",
 )
 
 
@@ -223,20 +343,22 @@ def polar(a: Any, side: str = "right", *, eps: float = DEFAULT_EPS) -> tuple[Nod
     ``scipy.linalg.polar``: ``a = U @ P`` (``side="right"``, P (..., N, N)) or ``a = P @ U``
     (``side="left"``, P (..., M, M)); U (..., M, N) has orthonormal columns (rows if M < N),
     P is Hermitian positive semidefinite. From the reduced SVD W S Vh: U = W Vh,
-    P = V S Vh or W S W^H. ``eps`` is the SVD's broadening (the module docstring says what it
-    does to the derivatives near degenerate singular values)."""
+    P = V S Vh or W S W^H. One POLAR node, whose derivatives are finite at degenerate
+    singular values (an isometry's, say); ``eps`` is the broadening of the SVD its rules use
+    (which matters for second derivatives only)."""
     n = _matrices(a, "polar")
     if not isinstance(side, str):
         raise OptionTypeError(f"polar: side {side!r} is not a string; use 'right' or 'left'")
     if side not in ("right", "left"):
         raise OptionError(f"polar: side must be 'right' or 'left', got {side!r}")
-    w, s, vh = (Value(x) for x in svd(n, False, True, eps=eps))
-    s = T.astype(s, w.dtype)
-    if side == "right":
-        p = mH(vh) @ (T.expand_dims(s, -1) * vh)
-    else:
-        p = (w * T.expand_dims(s, -2)) @ mH(w)
-    return (w @ vh).node, p.node
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
+        raise OptionTypeError(f"polar: eps {eps!r} is not a number")
+    if not 0 <= float(eps) < math.inf:
+        raise OptionError(f"polar: eps must be finite and >= 0, got {eps!r}")
+    if side == "left":  # A = P U is A^H = U^H P: the right polar of A^H
+        u, p = polar(mH(Value(n)).node, "right", eps=eps)
+        return mH(Value(u)).node, p
+    return _polar_views(make_node(Op.POLAR, (n,), (float(eps),)), n.shape)
 
 
 @builder(public=False)
