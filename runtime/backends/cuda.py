@@ -118,6 +118,68 @@ def _power(be: Backend, node: Node):
     return int_power
 
 
+# Higham's [13/13] Pade coefficients and the 1-norm up to which they need no scaling
+# ("The scaling and squaring method for the matrix exponential revisited", 2005)
+_EXPM_PADE13 = (
+    64764752532480000.0,
+    32382376266240000.0,
+    7771770303897600.0,
+    1187353796428800.0,
+    129060195264000.0,
+    10559470521600.0,
+    670442572800.0,
+    33522128640.0,
+    1323241920.0,
+    40840800.0,
+    960960.0,
+    16380.0,
+    182.0,
+    1.0,
+)
+_EXPM_THETA13 = 5.371920351148152
+_EXPM_MAX_SQUARINGS = 1100  # 2^1100 overflows float64: a norm past it gives inf either way
+
+
+def _expm(be: Backend, node: Node):
+    """The matrix exponential (Op.EXPM, whose reference is SciPy's, host-only): scaling and
+    squaring with the [13/13] Pade approximant, batched through cupy.matmul and
+    cupy.linalg.solve, in the node's dtype. Not cupyx.scipy.linalg.expm, which takes one
+    float64 matrix (complex ones fail, float32 is promoted) and skips the scaling of small
+    norms; each matrix here is scaled by its own power of two and squared back as often."""
+    dt = node.dtype
+    b = _EXPM_PADE13
+
+    def run(x):
+        a = x.astype(dt, copy=False)
+        if a.size == 0:
+            return cp.zeros(a.shape, dt)
+        norm = cp.abs(a).sum(axis=-2).max(axis=-1)  # the 1-norm of each matrix
+        # 2^-s A has a 1-norm <= theta13; a NaN or inf matrix is not scaled (its result is NaN)
+        s = cp.clip(cp.ceil(cp.log2(norm / _EXPM_THETA13)), 0, _EXPM_MAX_SQUARINGS)
+        s = cp.where(cp.isfinite(norm), s, 0)
+        a = a / (2.0**s).astype(norm.dtype)[..., None, None]
+        eye = cp.broadcast_to(cp.eye(a.shape[-1], dtype=dt), a.shape)
+        a2 = a @ a
+        a4 = a2 @ a2
+        a6 = a4 @ a2
+        u = a @ (
+            a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2)
+            + b[7] * a6
+            + b[5] * a4
+            + b[3] * a2
+            + b[1] * eye
+        )
+        v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2
+        v = v + b[0] * eye
+        r = cp.linalg.solve(v - u, v + u)
+        squarings = s[..., None, None]
+        for k in range(int(s.max())):
+            r = cp.where(squarings > k, r @ r, r)
+        return r.astype(dt, copy=False)
+
+    return run
+
+
 class Backend(BackendBase):
     """CuPy on one GPU (see the module docstring): ``KERNELS`` below, every other op its
     NumPy reference dispatched to CuPy; each kernel runs with the device current."""
@@ -137,6 +199,7 @@ class Backend(BackendBase):
         **dict.fromkeys(COMPLEX_ORDER, _order),
         Op.SLICED: _sliced,
         Op.POW: _power,
+        Op.EXPM: _expm,  # expm: SciPy's reference takes host arrays only
     }
 
     def __init__(self, kind: str = "cuda", index: int = 0):
