@@ -85,6 +85,7 @@ class Variant:
     name: str
     family: str  # "tenloom" or the peer's library; the fastest non-tenloom one is the baseline
     setup: Callable[[np.ndarray, int], Callable[[], Any]]
+    same: str | None = None  # tenloom's: the peer making the same LAPACK/cuSOLVER call
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,16 +236,21 @@ def _import(name: str, errors: dict) -> Any:
         return None
 
 
+# the peers that make the call tenloom's SVD node makes: LAPACK's gesdd through NumPy on the
+# CPU, cuSOLVER's gesvd through CuPy on CUDA
+NP, CP, CP_HOST = "numpy.linalg.svd", "cupy.linalg.svd", "cupy.linalg.svd, host in/out"
+
+
 def variants(device: str, errors: dict) -> tuple[list[Variant], dict[str, str]]:
     """The variants for ``device`` ("cpu" or "cuda:N") and those skipped, with the reason."""
     skipped: dict[str, str] = {}
     torch = _import("torch", errors)
     if device == "cpu":
         vs = [
-            Variant("tenloom tensor_svd", "tenloom", tl_tensor_svd(None)),
-            Variant("tenloom tensor_svd, compiled", "tenloom", tl_plan_placeholder(None)),
-            Variant("tenloom svd + slices", "tenloom", tl_svd_slices),
-            Variant("numpy.linalg.svd", "numpy", numpy_svd),
+            Variant("tenloom tensor_svd", "tenloom", tl_tensor_svd(None), NP),
+            Variant("tenloom tensor_svd, compiled", "tenloom", tl_plan_placeholder(None), NP),
+            Variant("tenloom svd + slices", "tenloom", tl_svd_slices, NP),
+            Variant(NP, "numpy", numpy_svd),
             Variant("scipy gesdd", "scipy", scipy_svd("gesdd")),
             Variant("scipy gesvd", "scipy", scipy_svd("gesvd")),
         ]
@@ -255,8 +261,8 @@ def variants(device: str, errors: dict) -> tuple[list[Variant], dict[str, str]]:
         return vs, skipped
     cp = _import("cupy", errors)
     vs = [
-        Variant("tenloom tensor_svd, host in/out", "tenloom", tl_tensor_svd(device)),
-        Variant("tenloom tensor_svd, resident plan", "tenloom", tl_plan_resident(device)),
+        Variant("tenloom tensor_svd, host in/out", "tenloom", tl_tensor_svd(device), CP_HOST),
+        Variant("tenloom tensor_svd, resident plan", "tenloom", tl_plan_resident(device), CP),
     ]
     torch_names = [
         ("torch.linalg.svd", None),
@@ -264,7 +270,7 @@ def variants(device: str, errors: dict) -> tuple[list[Variant], dict[str, str]]:
         ("torch.linalg.svd gesvdj", "gesvdj"),
         ("torch.linalg.svd gesvda", "gesvda"),
     ]
-    cupy_names = ["cupy.linalg.svd", "cupyx.cusolver.gesvdj", "cupy.linalg.svd, host in/out"]
+    cupy_names = [CP, "cupyx.cusolver.gesvdj", CP_HOST]
     index = int(device.split(":")[1])
     if cp is None:
         why = f"cupy: {errors['cupy']}"
@@ -285,12 +291,13 @@ def variants(device: str, errors: dict) -> tuple[list[Variant], dict[str, str]]:
                 "tenloom plan fed a CuPy array",
                 "tenloom",
                 tl_plan_placeholder(device, feed=cp.asarray),
+                CP,
             )
         )
         vs += [
-            Variant("cupy.linalg.svd", "cupy", cupy_svd(host=False)),
+            Variant(CP, "cupy", cupy_svd(host=False)),
             Variant("cupyx.cusolver.gesvdj", "cupy", cupy_gesvdj),
-            Variant("cupy.linalg.svd, host in/out", "cupy", cupy_svd(host=True)),
+            Variant(CP_HOST, "cupy", cupy_svd(host=True)),
         ]
     if torch is None or not torch.cuda.is_available():
         why = f"torch: {errors['torch']}" if torch is None else "torch.cuda.is_available() False"
@@ -483,9 +490,13 @@ def run_case(vs: list[Variant], dtype: str, n: int, args, sync: Callable) -> dic
         if e["family"] != "tenloom" and "median_s" in e and "wrong_result" not in e
     }
     fastest = min(peers, key=peers.__getitem__) if peers else None
-    for e in entries.values():
+    for v in vs:
+        e = entries[v.name]
         if fastest is not None and "median_s" in e:
             e["ratio_to_fastest_peer"] = e["median_s"] / peers[fastest]
+        if v.same is not None and "median_s" in e and v.same in peers:
+            e["same_call_peer"] = v.same
+            e["ratio_to_same_call_peer"] = e["median_s"] / peers[v.same]
         if e["family"] == "tenloom" and "median_s" in e:
             e["first_minus_median_s"] = e["first_s"] - e["median_s"]
     return {
@@ -512,18 +523,25 @@ def run_case(vs: list[Variant], dtype: str, n: int, args, sync: Callable) -> dic
 
 
 def table(cases: list[dict]) -> str:
-    head = f"{'framework':<36} {'dtype':<10} {'N':>5} {'first s':>9} {'median s':>9} {'ratio':>6}"
+    """framework, dtype, N, first call, median, ratio to the fastest peer and, for tenloom, to
+    the peer making the same LAPACK/cuSOLVER call (its wrapper's cost)."""
+    head = (
+        f"{'framework':<36} {'dtype':<10} {'N':>5} {'first s':>9} {'median s':>9} "
+        f"{'ratio':>6} {'vs same':>7}"
+    )
     lines = [head, "-" * len(head)]
     for c in cases:
         for name, e in c["peers"].items():
             if "median_s" in e:
-                ratio = e.get("ratio_to_fastest_peer")
-                cell = "-" if ratio is None else f"{ratio:.2f}"
+                cells = [
+                    "-" if e.get(k) is None else f"{e[k]:.2f}"
+                    for k in ("ratio_to_fastest_peer", "ratio_to_same_call_peer")
+                ]
                 mark = "  WRONG: " + e["wrong_result"] if "wrong_result" in e else ""
                 mark += "  (fastest peer)" if name == c["fastest_peer"] else ""
                 lines.append(
                     f"{name:<36} {c['dtype']:<10} {c['N']:>5} {e['first_s']:>9.4f} "
-                    f"{e['median_s']:>9.4f} {cell:>6}{mark}"
+                    f"{e['median_s']:>9.4f} {cells[0]:>6} {cells[1]:>7}{mark}"
                 )
             else:
                 why = e.get("error") or e.get("skipped") or "not timed"
