@@ -35,8 +35,10 @@ eigenvalues, eigenvectors of simple eigenvalues). ``eps=0`` gives the unbroadene
 defective matrix (not diagonalizable: V singular) has no derivative; the rules' solves with V
 then fail or give inf, as PyTorch's do.
 
-The reference calls ``numpy.linalg.eig``; OpenCL has no kernel for it (a DeviceError naming
-``eig``), and CuPy has no general eigensolver before cuSOLVER's geev.
+The reference calls ``numpy.linalg.eig``, which on CUDA dispatches to ``cupy.linalg.eig``
+(CuPy 14 and later, cuSOLVER's geev: values, residuals and gradients matched the CPU's on an
+H200; older CuPy has no general eigensolver). OpenCL has no kernel for it (a DeviceError naming
+``eig``).
 """
 
 from __future__ import annotations
