@@ -14,8 +14,11 @@ random right-canonical MPS. Three implementations of one sweep (left to right an
   ``local_eig_tol`` set to the same 1e-10; its own canonization), when quimb imports.
 
 Sweep 1 starts from the random state (for tenloom it includes tracing and compiling every
-plan shape); sweep 2 starts from sweep 1's state (steady state: the plans exist). Times are
-wall-clock seconds of each sweep; ratios are other / tenloom.
+plan shape); later sweeps start from the previous one's state (steady state: the plans
+exist). Each implementation runs sweep 1, then the later sweeps run in turn, one of each
+implementation after the other, so that a change of the machine's load falls on all. Times
+are wall-clock seconds of each sweep; ratios are other / tenloom (sweep 1, and the median of
+the later sweeps).
 
     python benchmarks/dmrg.py [--L 50] [--chi 128] [--sweeps 2] [--device cuda] [--json out]
 
@@ -115,17 +118,19 @@ class ArrayKernels:
         return 0
 
 
-def time_sweeps(run: ex.DMRG, sweeps: int) -> list[tuple[float, float]]:
-    """(seconds, energy) of each sweep."""
-    out = []
-    for _ in range(sweeps):
+def sweeper(run: ex.DMRG):
+    """A function running one sweep of ``run`` and returning (seconds, energy)."""
+
+    def sweep() -> tuple[float, float]:
         t0 = time.perf_counter()
         e = run.sweep()
-        out.append((time.perf_counter() - t0, e))
-    return out
+        return time.perf_counter() - t0, e
+
+    return sweep
 
 
-def quimb_sweeps(L: int, chi: int, cutoff: float, sweeps: int):  # noqa: N803
+def quimb_sweeper(L: int, chi: int, cutoff: float):  # noqa: N803
+    """quimb's DMRG2 as a sweep function (right then left), or None when quimb is missing."""
     try:
         import quimb.tensor as qtn
     except ImportError:
@@ -133,14 +138,17 @@ def quimb_sweeps(L: int, chi: int, cutoff: float, sweeps: int):  # noqa: N803
     ham = qtn.MPO_ham_heis(L, j=1.0, cyclic=False)
     dmrg = qtn.DMRG2(ham, bond_dims=[chi], cutoffs=cutoff)
     dmrg.opts["local_eig_tol"] = 1e-10
-    dmrg.opts["bond_compress_cutoff_mode"] = "rel"
-    out = []
-    for n in range(sweeps):
+    first = [True]
+
+    def sweep() -> tuple[float, float]:
         t0 = time.perf_counter()
-        dmrg.sweep("R", canonize=(n == 0), max_bond=chi, cutoff=cutoff, cutoff_mode="rel")
-        e = dmrg.sweep("L", canonize=False, max_bond=chi, cutoff=cutoff, cutoff_mode="rel")
-        out.append((time.perf_counter() - t0, float(np.real(e))))
-    return out
+        opts = {"max_bond": chi, "cutoff": cutoff, "cutoff_mode": "rel"}
+        dmrg.sweep("R", canonize=first[0], **opts)
+        e = dmrg.sweep("L", canonize=False, **opts)
+        first[0] = False
+        return time.perf_counter() - t0, float(np.real(e))
+
+    return sweep
 
 
 def check_order(L_dim: int, chi: int, device: str) -> str:  # noqa: N803
@@ -162,7 +170,7 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--L", type=int, default=50)
     p.add_argument("--chi", type=int, default=128)
-    p.add_argument("--sweeps", type=int, default=2)
+    p.add_argument("--sweeps", type=int, default=3)
     p.add_argument("--cutoff", type=float, default=1e-14)
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-quimb", action="store_true")
@@ -174,7 +182,9 @@ def main(argv=None) -> dict:
     start = ex.random_mps(args.L, 2, args.chi, seed=7)
     results: dict[str, list] = {}
 
-    def run(name: str, kernels=None, device: str = "cpu"):
+    sweeps, matvecs = {}, {}
+
+    def add(name: str, kernels=None, device: str = "cpu"):
         r = ex.DMRG(
             mpo,
             args.L,
@@ -184,44 +194,55 @@ def main(argv=None) -> dict:
             mps=[a.copy() for a in start],
             kernels=kernels,
         )
-        results[name] = time_sweeps(r, args.sweeps)
-        results[name + " matvecs"] = r.matvecs
+        sweeps[name] = sweeper(r)
+        matvecs[name] = r
 
-    run("tenloom", device=args.device)
-    run("numpy", ArrayKernels(mpo, args.chi, args.cutoff))
+    add("tenloom", device=args.device)
+    add("numpy", ArrayKernels(mpo, args.chi, args.cutoff))
     if args.device.startswith("cuda"):
         try:
             import cupy
         except ImportError:
             cupy = None
         if cupy is not None:
-            run("cupy", ArrayKernels(mpo, args.chi, args.cutoff, cupy))
+            add("cupy", ArrayKernels(mpo, args.chi, args.cutoff, cupy))
     if not args.no_quimb:
-        q = quimb_sweeps(args.L, args.chi, args.cutoff, args.sweeps)
+        q = quimb_sweeper(args.L, args.chi, args.cutoff)
         if q is not None:
-            results["quimb"] = q
+            sweeps["quimb"] = q
         else:
             print("quimb does not import: pip install quimb")
+    # sweep 1 of each, then the later sweeps in turn (tenloom, numpy, ..., tenloom, ...), so
+    # that a change of the machine's load falls on all of them
+    results: dict[str, list] = {name: [] for name in sweeps}
+    for _ in range(args.sweeps):
+        for name, sweep in sweeps.items():
+            results[name].append(sweep())
 
-    names = [n for n in results if not n.endswith("matvecs")]
+    names = list(results)
     print(f"\nL = {args.L}, chi = {args.chi}, device = {args.device}")
     print(
         "| implementation | "
         + " | ".join(f"sweep {i + 1} s" for i in range(args.sweeps))
-        + " | energy | matvecs | ratio sweep 1 | ratio last |"
+        + " | energy | matvecs | ratio sweep 1 | ratio later (median) |"
     )
     print("|---" * (args.sweeps + 5) + "|")
     base = results["tenloom"]
+
+    def later(rows: list) -> float:
+        return float(np.median([t for t, _ in rows[1:]])) if len(rows) > 1 else np.nan
+
     for n in names:
         rows = results[n]
-        mv = results.get(n + " matvecs", "")
+        mv = matvecs[n].matvecs if n in matvecs else ""
         print(
             f"| {n} | "
             + " | ".join(f"{t:.2f}" for t, _ in rows)
             + f" | {rows[-1][1]:.12f} | {mv} | {rows[0][0] / base[0][0]:.2f} | "
-            f"{rows[-1][0] / base[-1][0]:.2f} |"
+            f"{later(rows) / later(base):.2f} |"
         )
     out = {"L": args.L, "chi": args.chi, "device": args.device, "results": results}
+    out["matvecs"] = {n: r.matvecs for n, r in matvecs.items()}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return out
