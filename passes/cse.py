@@ -14,6 +14,12 @@ graph gets the same operand order in every process and after ``tl.save``/``tl.lo
 products and NaN propagation are not bitwise symmetric, so the order must not vary.
 
 IEEE addition and multiplication are commutative, so results are bitwise unchanged.
+
+It also shares decompositions: a values-only node (SVDVALS, EIGVALSH: graph/ops/spectra.py)
+whose operand also has the full decomposition (SVD, EIGH with the same UPLO) in the graph
+becomes a view of that one, so the matrix is decomposed once:
+
+    svdvals(x), svd(x)  -> svd(x) and a view of its singular values
 """
 
 from __future__ import annotations
@@ -91,6 +97,33 @@ def cse(graph: Graph, ctx: PassContext) -> Graph:
         fp[id(node)] = hash((node.op.code, node.shape, node.dtype.num, key, *kids))
         return node
 
-    res = map_graph(graph, fn)
+    res = _share_decompositions(map_graph(graph, fn))
     ctx.record("cse", reordered=swapped, nodes_merged=before - len(res.order))
     return res
+
+
+_FULL_OF = {Op.SVDVALS: Op.SVD, Op.EIGVALSH: Op.EIGH}
+
+
+def _share_decompositions(graph: Graph) -> Graph:
+    """Values-only decompositions of an operand that also has a full one: views of it."""
+    wanted = {id(n.inputs[0]) for n in graph.order if n.op in _FULL_OF}
+    if not wanted:
+        return graph
+    full: dict[int, list[Node]] = {}
+    for n in graph.order:
+        if n.op in (Op.SVD, Op.EIGH) and id(n.inputs[0]) in wanted:
+            full.setdefault(id(n.inputs[0]), []).append(n)
+    if not full:
+        return graph
+    from tenloom.graph.ops.spectra import values_of_full
+
+    def fn(node: Node) -> Node:
+        if node.op in _FULL_OF:
+            for f in full.get(id(node.inputs[0]), ()):
+                view = values_of_full(node, f)
+                if view is not None:
+                    return view
+        return node
+
+    return map_graph(graph, fn)

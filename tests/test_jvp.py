@@ -84,6 +84,17 @@ def _linalg_all(a):
     return tl.linalg.solve(m, a) + tl.concatenate([square, a[:, :1]], axis=1) + q @ r * r + sv
 
 
+def _linalg_more(a):
+    """eig (V f(w) V^-1, unchanged by rescaling the eigenvectors) and eigvals, expm, polar, the
+    full svd (U S Vh) and eigvalsh of (3, 3) or (3, 4) matrices made of ``a`` (3, 4)."""
+    w, v = tl.linalg.eig(a[:, :3])
+    ev = (v * tl.exp(0.25 * w)[None, :]) @ tl.linalg.inv(v) + tl.linalg.eigvals(a[:, 1:])[:, None]
+    u, s, vh = tl.linalg.svd(a, full_matrices=False)
+    h = a[:, :3] + tl.conj(a[:, :3].T)
+    rest = tl.linalg.expm(a[:, :3] * 0.5) @ tl.linalg.polar(a)[0] + (u * s) @ vh
+    return tl.real(ev) @ a + rest + tl.linalg.eigvalsh(h)[:, None]
+
+
 S = (3, 4)
 SCATTER = (((6, 0, -2), (2, 5, 2)), (7, 5))  # SLICE_SCATTER attrs for a (3, 2) operand
 EXTRA = {
@@ -159,6 +170,8 @@ EXTRA = {
     # tl.linalg (its own cases in tests/test_linalg.py): every rule once, real and complex
     "linalg": (lambda a: _linalg_all(a), [S], "float64", False),
     "c_linalg": (lambda a: _linalg_all(a), [S], "complex128", False),
+    "linalg_more": (lambda a: _linalg_more(a), [S], "float64", False),
+    "c_linalg_more": (lambda a: _linalg_more(a), [S], "complex128", False),
     "c_matmul_tensordot": (
         lambda a, b: tl.tensordot(a @ tl.conj(b).T, b, 1),
         [S, S],

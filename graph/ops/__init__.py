@@ -38,6 +38,7 @@ from tenloom.graph.ops import movement  # noqa: E402, F401
 from tenloom.graph.ops import contract  # noqa: E402, F401
 from tenloom.graph.ops import linalg  # noqa: E402, F401
 from tenloom.graph.ops import decompositions  # noqa: E402, F401
+from tenloom.graph.ops import spectra  # noqa: E402, F401
 from tenloom.graph.ops import factorizations  # noqa: E402, F401
 from tenloom.graph.ops import tensor_svd  # noqa: E402, F401
 from tenloom.graph.ops import eig  # noqa: E402, F401

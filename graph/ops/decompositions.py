@@ -38,7 +38,8 @@ broadened as for eigh (``eps``, in units of the singular values squared), plus, 
 matrices, the gauge: the phase of each singular pair split evenly,
 i Im(dP_ii) / (2 s_i) on the diagonal of U^H dU and its opposite on V^H dV; and for
 rectangular matrices the parts outside the spans, (I - UU^H) dA V S^-1 and
-(I - VV^H) dA^H U S^-1 (zero singular values make these infinite). As for eigh, only
+(I - VV^H) dA^H U S^-1 (for an exactly zero singular value S^-1 is taken as 0, the
+pseudo-inverse's convention, so these terms vanish instead of giving nan). As for eigh, only
 gauge-invariant functions (U f(s) V^H, |U_ij|^2, anything of s) match finite differences for
 complex matrices; for real ones the signs are locally constant and U, V differentiate.
 ``full_matrices=True`` for M != N adds the columns U_perp (M > N) or V_perp (M < N, the rows
@@ -429,10 +430,20 @@ def _svd_parts(node, y, x):
     return u, s, mH(vh), f, up, vp
 
 
+def _inv_s(s: Value) -> Value:
+    """1 / s with 1 / 0 taken as 0 (the pseudo-inverse's convention): the terms of a
+    rectangular or complex SVD that divide by a singular value vanish for an exactly zero one
+    instead of making 0 / 0 = nan, which is exact where the cotangent does not reach its
+    singular pair (the spectral norm of a rank-deficient matrix, say)."""
+    zero = s == 0
+    return T.where(zero, T.zeros((), dtype=s.dtype), 1 / T.where(zero, T.ones((), s.dtype), s))
+
+
 def _svd_jvp(node, y, xs, ts):
     (x,), (t,) = xs, ts
     u, s, v, f, up, vp = _svd_parts(node, y, x)
     m, n, k = _qr_sizes(x.shape)
+    isr = T.expand_dims(_inv_s(s), -2)  # divides columns by S, 0 for a zero singular value
     sr = T.expand_dims(s, -2)  # scales columns: X * sr = X S
     sc = T.expand_dims(s, -1)  # scales rows: sc * X = S X
     dp = mH(u) @ t @ v
@@ -442,14 +453,14 @@ def _svd_jvp(node, y, xs, ts):
     wv = f * (sc * dp + mH(dp) * sr)
     if y.dtype.kind == "c":  # the gauge: the phase of each pair split evenly
         half = T.expand_dims(1j * T.imag(T.diagonal(dp, 0, dp.ndim - 2, dp.ndim - 1)), -1)
-        wu = wu + half * eye / (2 * sr)
-        wv = wv - half * eye / (2 * sr)
+        wu = wu + half * eye * (0.5 * isr)
+        wv = wv - half * eye * (0.5 * isr)
     du = u @ wu
     dv = v @ wv
     if m > k:
-        du = du + (t @ v - u @ dp) / sr
+        du = du + (t @ v - u @ dp) * isr
     if n > k:
-        dv = dv + (mH(t) @ u - v @ mH(dp)) / sr
+        dv = dv + (mH(t) @ u - v @ mH(dp)) * isr
     if up is not None:  # full_matrices: the extra columns in the gauge that moves them least
         du = T.concatenate([du, _perp_tangent(u, du, up)], axis=-1)
     if vp is not None:
@@ -469,6 +480,8 @@ def _svd_vjp(node, y, xs, g):
         gv = _perp_cotangent(v, gv[..., :k], vp, gv[..., k:])
     sr = T.expand_dims(s, -2)
     sc = T.expand_dims(s, -1)
+    inv = _inv_s(s)
+    isr = T.expand_dims(inv, -2)
     eye = T.asarray(np.eye(k, dtype=s.dtype))
     xu, xv = f * (mH(u) @ gu), f * (mH(v) @ gv)
     gp = (xu + mH(xu)) * sr + sc * (xv + mH(xv)) + T.expand_dims(gs, -1) * eye
@@ -477,12 +490,12 @@ def _svd_vjp(node, y, xs, g):
         im = T.imag(T.diagonal(xu0, 0, xu0.ndim - 2, xu0.ndim - 1)) - T.imag(
             T.diagonal(xv0, 0, xv0.ndim - 2, xv0.ndim - 1)
         )
-        gp = gp + T.expand_dims(1j * im / (2 * s), -1) * eye
+        gp = gp + T.expand_dims(1j * im * (0.5 * inv), -1) * eye
     ga = u @ gp @ mH(v)
     if m > k:
-        ga = ga + ((gu - u @ (mH(u) @ gu)) / sr) @ mH(v)
+        ga = ga + ((gu - u @ (mH(u) @ gu)) * isr) @ mH(v)
     if n > k:
-        ga = ga + u @ mH((gv - v @ (mH(v) @ gv)) / sr)
+        ga = ga + u @ mH((gv - v @ (mH(v) @ gv)) * isr)
     return (ga,)
 
 
@@ -553,8 +566,18 @@ def eigh(a: Any, UPLO: str = "L", *, eps: float = DEFAULT_EPS) -> tuple[Node, No
 @builder(public=False)
 def eigvalsh(a: Any, UPLO: str = "L", *, eps: float = DEFAULT_EPS) -> Node:  # noqa: N803
     """The eigenvalues, ascending, of each Hermitian matrix of ``a``, as
-    ``numpy.linalg.eigvalsh``: the first result of :func:`eigh` (one EIGH node serves both)."""
-    return eigh(a, UPLO, eps=eps)[0]
+    ``numpy.linalg.eigvalsh``: one EIGVALSH node (graph/ops/spectra.py: LAPACK without the
+    vectors; its derivative computes them), which the cse pass makes a view of the graph's
+    EIGH of the same operand where there is one. ``eps`` is checked as for :func:`eigh` (the
+    eigenvalues' derivatives need no broadening)."""
+    n = lift(a, "eigvalsh")
+    if UPLO not in ("L", "U"):
+        raise OptionError(f"eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
+        raise OptionTypeError(f"eigvalsh: eps {eps!r} is not a number")
+    if not 0 <= float(eps) < math.inf:
+        raise OptionError(f"eigvalsh: eps must be finite and >= 0, got {eps!r}")
+    return make_node(Op.EIGVALSH, (n,), (UPLO,))
 
 
 @builder(public=False)
@@ -607,6 +630,8 @@ def svd(
         raise OptionTypeError(f"svd: eps {eps!r} is not a number")
     if not 0 <= float(eps) < math.inf:
         raise OptionError(f"svd: eps must be finite and >= 0, got {eps!r}")
+    if not compute_uv:  # the values alone: SVDVALS (graph/ops/spectra.py)
+        return make_node(Op.SVDVALS, (n,))
     # a square matrix's full SVD is its reduced one: one node, as before full_matrices existed
     full = bool(full_matrices and compute_uv and n.ndim >= 2 and n.shape[-1] != n.shape[-2])
     u, s, vh = _svd_views(make_node(Op.SVD, (n,), (float(eps), full)), n.shape, full)
@@ -615,5 +640,6 @@ def svd(
 
 @builder(public=False)
 def svdvals(a: Any) -> Node:
-    """The singular values, descending, of each matrix of ``a``, as ``numpy.linalg.svdvals``."""
+    """The singular values, descending, of each matrix of ``a``, as ``numpy.linalg.svdvals``:
+    one SVDVALS node (LAPACK without the vectors; see graph/ops/spectra.py)."""
     return svd(a, False, False)

@@ -1,0 +1,116 @@
+"""Values-only decompositions (graph/ops/spectra.py): svdvals, svd(compute_uv=False) and
+eigvalsh are their own ops (LAPACK without vectors), with derivatives through the full
+decomposition, and the cse pass shares one decomposition when a graph has both."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_autodiff import _rand, check_grads
+from test_jvp import MODES, check_jvp
+
+import tenloom as tl
+
+DTYPES = ["float32", "float64", "complex64", "complex128"]
+
+
+def _ops(text: str) -> list[str]:
+    return [
+        ln.split("=", 1)[1].split("[")[0].split("(")[0].strip()
+        for ln in text.splitlines()
+        if " = " in ln
+    ]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 1, 4, 4)])
+def test_values_match_numpy_without_vectors(dtype, shape):
+    rng = np.random.default_rng(0)
+    a = _rand(rng, shape, dtype)
+    k = min(shape[-2:])
+    h = a[..., :k, :k]
+    h = h + np.conj(np.swapaxes(h, -1, -2))
+    x, y = tl.placeholder(a.shape, dtype, name="a"), tl.placeholder(h.shape, dtype, name="h")
+    outs = [tl.linalg.svdvals(x), tl.linalg.svd(x, compute_uv=False), tl.linalg.eigvalsh(y, "U")]
+    got = tl.evaluate(*outs, feed={x: a, y: h})
+    want = [np.linalg.svd(a, compute_uv=False)] * 2 + [np.linalg.eigvalsh(h, "U")]
+    tol = 1e-4 if dtype in ("float32", "complex64") else 1e-11
+    for g, w, o in zip(got, want, outs):
+        assert g.dtype == w.dtype and o.dtype == w.dtype and g.shape == o.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+    text = tl.dump(*outs)
+    assert "svdvals(" in text and "eigvalsh[UPLO=U](" in text
+    assert "svd[" not in text and "eigh[" not in text  # no vectors computed
+
+
+def test_a_graph_with_both_decomposes_once():
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(5, 4))
+    x = tl.placeholder((5, 4), name="x")
+    u, s, vh = tl.linalg.svd(x, full_matrices=False)
+    vals = tl.linalg.svdvals(x)
+    text = tl.dump(vals, u)
+    assert text.count("svd[") == 1 and "svdvals(" not in text
+    got_vals, got_s = tl.evaluate(vals, s, feed={x: a})
+    np.testing.assert_array_equal(got_vals, got_s)
+    h = a.T @ a
+    y = tl.placeholder((4, 4), name="y")
+    text = tl.dump(tl.linalg.eigvalsh(y), tl.linalg.eigh(y)[1])
+    assert text.count("eigh[") == 1 and "eigvalsh" not in text
+    # another triangle is another decomposition
+    text = tl.dump(tl.linalg.eigvalsh(y, "U"), tl.linalg.eigh(y)[1])
+    assert "eigh[" in text and "eigvalsh[UPLO=U]" in text
+    np.testing.assert_allclose(tl.linalg.eigvalsh(y).evaluate(feed={y: h}), np.linalg.eigvalsh(h))
+
+
+def test_the_gradient_computes_one_full_decomposition():
+    x = tl.placeholder((6, 6), name="x")
+    loss = tl.sum(tl.linalg.svdvals(x) ** 2)
+    (g,) = tl.grad(loss, [x])
+    text = tl.dump(loss, g)
+    assert text.count("svd[") == 1 and "svdvals(" not in text
+    a = np.random.default_rng(2).normal(size=(6, 6))
+    lv, gv = tl.evaluate(loss, g, feed={x: a})
+    np.testing.assert_allclose(lv, (a * a).sum())
+    np.testing.assert_allclose(gv, 2 * a, atol=1e-12)
+
+
+GRADS = {
+    "svdvals_tall": (tl.linalg.svdvals, [(4, 3)]),
+    "svdvals_wide_batched": (lambda a: tl.linalg.svd(a, compute_uv=False), [(2, 2, 4)]),
+    "eigvalsh": (tl.linalg.eigvalsh, [(4, 4)]),
+    "eigvalsh_upper_batched": (lambda a: tl.linalg.eigvalsh(a, "U"), [(2, 3, 3)]),
+    "nuclear_norm": (lambda a: tl.sum(tl.linalg.svdvals(a), axis=-1), [(2, 3, 4)]),
+}
+CASES = [(k, dt) for k in GRADS for dt in ("float64", "complex128")]
+
+
+@pytest.mark.parametrize(("name", "dtype"), CASES)
+def test_gradients_match_finite_differences(name, dtype):
+    f, shapes = GRADS[name]
+    check_grads(f, shapes, dtype)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("name", "dtype"), CASES)
+def test_jvp_matches_finite_differences_and_the_vjp(name, dtype, mode):
+    f, shapes = GRADS[name]
+    check_jvp(f, shapes, dtype, mode=mode)
+
+
+def test_errors_and_save_load(tmp_path):
+    with pytest.raises(tl.ShapeError, match="svdvals: operand 0 of shape \\(3,\\)"):
+        tl.linalg.svdvals(np.ones(3))
+    with pytest.raises(tl.ShapeError, match="eigvalsh: operand 0 of shape \\(3, 4\\)"):
+        tl.linalg.eigvalsh(np.ones((3, 4)))
+    with pytest.raises(tl.OptionError, match="UPLO"):
+        tl.linalg.eigvalsh(np.eye(3), "X")
+    with pytest.raises(tl.DTypeError):
+        tl.linalg.svdvals(np.ones((3, 3), np.float16))
+    x = tl.placeholder((3, 3), name="x")
+    plan = tl.compile([tl.linalg.svdvals(x), tl.linalg.eigvalsh(x, "U")], [x])
+    plan.save(tmp_path / "p.tlp")
+    back = tl.load(tmp_path / "p.tlp")
+    a = np.random.default_rng(0).normal(size=(3, 3))
+    for g, w in zip(back(a), plan(a)):
+        np.testing.assert_array_equal(g, w)
