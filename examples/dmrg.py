@@ -174,9 +174,8 @@ class Kernels:
 
         @tl.function(device=device)
         def lq(M):  # noqa: N803
-            # M = R Q with Q's rows orthonormal: from the QR of M^H
-            q, r = tl.linalg.qr(tl.conj(tl.transpose(M)))
-            return tl.conj(tl.transpose(r)), tl.conj(tl.transpose(q))
+            # M = L Q, Q with orthonormal rows: the right-canonical step
+            return tl.linalg.lq(M)
 
         self.heff, self.grow_left, self.grow_right = heff, grow_left, grow_right
         self.two_site, self.lq = two_site, lq
