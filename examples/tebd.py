@@ -16,8 +16,8 @@ two-site tensor, the gate, the split) is one ``tl.function``, compiled once per 
 gates come from ``tl.linalg.expm``.
 
 Imaginary time converges to the ground state up to the Trotter error: the converged state is
-off by O(dt^2), so its energy, quadratic around the ground state, by O(dt^4); real time (``--real-time``) evolves the Neel state and
-prints the staggered magnetization.
+off by O(dt^2), so its energy, quadratic around the ground state, by O(dt^4). Real time
+(``--real-time``) evolves the Neel state and prints the staggered magnetization.
 
     python examples/tebd.py --L 16 --chi 32 --dt 0.05
     python examples/tebd.py --L 12 --chi 32 --real-time --t-max 2
