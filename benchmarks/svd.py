@@ -32,7 +32,11 @@ up (tenloom's caches cleared first, so that its first call is a cold one: tracin
 program and run) and called once as a warm-up, whose time is recorded as ``first_s``; then
 ``--repeat`` rounds call every variant once each, in an order rotated by one every round, so
 that all of them share the machine's slow and fast spells; medians are reported, with the
-ratio to the fastest peer (below 1: faster than every peer).
+ratio to the fastest peer (below 1: faster than every peer). A variant whose first call takes
+longer than ``--max-call-s`` (60 s) is not repeated (its first call is its time), and one whose
+call, scaled by N**3 from a smaller N of the same run, would take longer is skipped: on a
+16-core Xeon SciPy's gesvd took 69 s at N=2048 (float64) and 138 s (complex128), against 1.8
+and 2.9 s for gesdd.
 
 Every result (the warm-up's and the last round's) is checked against NumPy on the host: the
 relative error of the rank-r approximation ||A - U S Vh|| / ||A|| must equal the optimal one,
@@ -43,7 +47,8 @@ keeps its times but is marked ``wrong_result`` and left out of the fastest peer.
 
 Output: a table per case and at the end, and JSON (``--out``, default
 benchmarks/results/svd_<host>[_cuda].json; ``--append`` merges into an existing file,
-replacing the cases run again), written after every case so that a run cut short keeps what
+replacing the cases run again; each case keeps its run's date, command line and GPU, the file's
+``meta`` is the last run's), written after every case so that a run cut short keeps what
 it finished. The matrices are seeded Gaussian (complex: real and imaginary parts each
 Gaussian over sqrt 2).
 """
@@ -417,7 +422,11 @@ def warm_up(vs: list[Variant], dtypes: list[str], sync: Callable) -> float:
     return time.perf_counter() - t0
 
 
-def run_case(vs: list[Variant], dtype: str, n: int, args, sync: Callable) -> dict:
+def run_case(vs: list[Variant], dtype: str, n: int, args, sync: Callable, history: dict) -> dict:
+    """Times every variant of ``vs`` on one matrix. ``history``: (variant, dtype) -> (N, first
+    call s) of the cases run so far, to skip a variant whose call, scaled by N**3 from the
+    largest smaller N, would exceed ``--max-call-s``; one whose first call exceeds it is not
+    repeated (its first call is its one sample)."""
     a = matrix(n, dtype, args.seed)
     r = n // 4
     t0 = time.perf_counter()
@@ -427,6 +436,14 @@ def run_case(vs: list[Variant], dtype: str, n: int, args, sync: Callable) -> dic
     calls: dict[str, Callable] = {}
     for v in vs:  # set up and warm up, one after the other
         e = entries[v.name] = {"family": v.family}
+        seen = history.get((v.name, dtype))
+        if seen is not None and seen[1] * (n / seen[0]) ** 3 > args.max_call_s:
+            e["skipped"] = (
+                f"estimated {seen[1] * (n / seen[0]) ** 3:.3g} s a call ({seen[1]:.3g} s at "
+                f"N={seen[0]}, times (N/{seen[0]})**3) > --max-call-s {args.max_call_s:g}"
+            )
+            print(f"  {v.name:<36} skipped: {e['skipped']}", flush=True)
+            continue
         try:
             if v.family == "tenloom":
                 _tl().clear_caches()  # the first call is a cold one
@@ -448,8 +465,14 @@ def run_case(vs: list[Variant], dtype: str, n: int, args, sync: Callable) -> dic
             continue
         e["check_first"] = check(out, ref)
         del out
-        calls[v.name] = call
+        if n >= history.get((v.name, dtype), (0,))[0]:
+            history[(v.name, dtype)] = (n, e["first_s"])
         print(f"  {v.name:<36} first call {e['first_s']:9.4f} s", flush=True)
+        if e["first_s"] > args.max_call_s:
+            e["timed_once"] = f"first call > --max-call-s {args.max_call_s:g}: not repeated"
+            e.update(times_s=[e["first_s"]], median_s=e["first_s"], min_s=e["first_s"])
+        else:
+            calls[v.name] = call
     names = list(calls)
     times: dict[str, list[float]] = {k: [] for k in names}
     for rnd in range(args.repeat):
@@ -471,9 +494,8 @@ def run_case(vs: list[Variant], dtype: str, n: int, args, sync: Callable) -> dic
             if rnd == args.repeat - 1:
                 e["check_last"] = check(out, ref)
             del out
-    for name in names:
-        e = entries[name]
-        if times[name]:
+    for name, e in entries.items():
+        if times.get(name):
             e.update(times_s=times[name], median_s=statistics.median(times[name]))
             e["min_s"] = min(times[name])
         fails = [e[k]["why"] for k in ("check_first", "check_last") if k in e and not e[k]["ok"]]
@@ -497,10 +519,10 @@ def run_case(vs: list[Variant], dtype: str, n: int, args, sync: Callable) -> dic
         if v.same is not None and "median_s" in e and v.same in peers:
             e["same_call_peer"] = v.same
             e["ratio_to_same_call_peer"] = e["median_s"] / peers[v.same]
-        if e["family"] == "tenloom" and "median_s" in e:
+        if e["family"] == "tenloom" and "median_s" in e and "timed_once" not in e:
             e["first_minus_median_s"] = e["first_s"] - e["median_s"]
     return {
-        "case": f"svd_{dtype}_N{n}",
+        "case": f"svd_{dtype}_N{n}_{args.device}",
         "dtype": dtype,
         "N": n,
         "rank": r,
@@ -538,6 +560,7 @@ def table(cases: list[dict]) -> str:
                     for k in ("ratio_to_fastest_peer", "ratio_to_same_call_peer")
                 ]
                 mark = "  WRONG: " + e["wrong_result"] if "wrong_result" in e else ""
+                mark += "  (timed once: first call)" if "timed_once" in e else ""
                 mark += "  (fastest peer)" if name == c["fastest_peer"] else ""
                 lines.append(
                     f"{name:<36} {c['dtype']:<10} {c['N']:>5} {e['first_s']:>9.4f} "
@@ -605,6 +628,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip", help="comma-separated substrings: leave out variants matching one")
     p.add_argument("--out", help="JSON file (default benchmarks/results/svd_<host>[_cuda].json)")
     p.add_argument("--append", action="store_true", help="merge into an existing --out file")
+    p.add_argument(
+        "--max-call-s",
+        type=float,
+        default=60.0,
+        help="a variant whose first call takes longer is not repeated, and one whose call "
+        "scaled by N**3 from a smaller N would take longer is skipped (default 60)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verbose", action="store_true", help="print failing variants' tracebacks")
     args = p.parse_args(argv)
@@ -636,19 +666,22 @@ def main(argv: list[str] | None = None) -> int:
         previous = json.loads(out_path.read_text()).get("cases", [])
     t_start = time.perf_counter()
     warm_s = warm_up(vs, args.dtypes, sync)
+    run_meta = meta(args, errors, skipped)  # after the warm-up: the GPU's name is known
+    history: dict = {}
     print(f"process warm-up (every variant on 32 x 32) {warm_s:.1f} s", flush=True)
     for dtype in args.dtypes:
-        for n in args.sizes:
+        for n in sorted(args.sizes):
             print(f"== {dtype} N={n} rank {n // 4}", flush=True)
             t0 = time.perf_counter()
-            case = run_case(vs, dtype, n, args, sync)
+            case = run_case(vs, dtype, n, args, sync, history)
             case["elapsed_s"] = time.perf_counter() - t0
+            case["run"] = {"date": run_meta["date"], "argv": sys.argv, "gpu": run_meta.get("gpu")}
             case["peers"].update({k: {"skipped": why} for k, why in skipped.items()})
             cases.append(case)
             print(table([case]), flush=True)
             done = {c["case"] for c in cases}
             doc = {
-                "meta": meta(args, errors, skipped),
+                "meta": run_meta,
                 "cases": [c for c in previous if c["case"] not in done] + cases,
             }
             doc["meta"]["total_s"] = time.perf_counter() - t_start
