@@ -32,7 +32,9 @@ up (tenloom's caches cleared first, so that its first call is a cold one: tracin
 program and run) and called once as a warm-up, whose time is recorded as ``first_s``; then
 ``--repeat`` rounds call every variant once each, in an order rotated by one every round, so
 that all of them share the machine's slow and fast spells; medians are reported, with the
-ratio to the fastest peer (below 1: faster than every peer). A variant whose first call takes
+ratio to the fastest peer (below 1: faster than every peer) and, for tenloom, the ratio to the
+peer making the same LAPACK/cuSOLVER call (``numpy.linalg.svd``: gesdd; ``cupy.linalg.svd``:
+gesvd), the cost of tenloom around it. A variant whose first call takes
 longer than ``--max-call-s`` (60 s) is not repeated (its first call is its time), and one whose
 call, scaled by N**3 from a smaller N of the same run, would take longer is skipped: on a
 16-core Xeon SciPy's gesvd took 69 s at N=2048 (float64) and 138 s (complex128), against 1.8
