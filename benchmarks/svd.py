@@ -34,11 +34,11 @@ program and run) and called once as a warm-up, whose time is recorded as ``first
 that all of them share the machine's slow and fast spells; medians are reported, with the
 ratio to the fastest peer (below 1: faster than every peer) and, for tenloom, the ratio to the
 peer making the same LAPACK/cuSOLVER call (``numpy.linalg.svd``: gesdd; ``cupy.linalg.svd``:
-gesvd), the cost of tenloom around it. A variant whose first call takes
-longer than ``--max-call-s`` (60 s) is not repeated (its first call is its time), and one whose
-call, scaled by N**3 from a smaller N of the same run, would take longer is skipped: on a
-16-core Xeon SciPy's gesvd took 69 s at N=2048 (float64) and 138 s (complex128), against 1.8
-and 2.9 s for gesdd.
+gesvd), the cost of tenloom around it. A variant whose first call takes longer than
+``--max-call-s`` (60 s) is not repeated (its first call is its time), and one whose call,
+scaled by N**3 from a smaller N of the same run (or of the ``--append`` file), would take
+longer is skipped: on a 16-core Xeon SciPy's gesvd took 69 s at N=2048 (float64) and 138 s
+(complex128), against 1.8 and 2.9 s for gesdd.
 
 Every result (the warm-up's and the last round's) is checked against NumPy on the host: the
 relative error of the rank-r approximation ||A - U S Vh|| / ||A|| must equal the optimal one,
@@ -618,6 +618,21 @@ def default_out(device: str) -> pathlib.Path:
     return HERE / "results" / f"svd_{host}{'' if device == 'cpu' else '_cuda'}.json"
 
 
+def first_calls(cases: list[dict], device: str, below: int) -> dict:
+    """(variant, dtype) -> (N, first call s) at the largest N < ``below`` in ``cases`` (those
+    of an ``--append`` file) on ``device``: a run split into commands by size still skips what
+    the earlier command found too slow."""
+    out: dict = {}
+    for c in cases:
+        if c.get("device") != device or not c.get("N", below) < below:
+            continue
+        for name, e in c.get("peers", {}).items():
+            key = (name, c["dtype"])
+            if "first_s" in e and c["N"] >= out.get(key, (0,))[0]:
+                out[key] = (c["N"], e["first_s"])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -669,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     warm_s = warm_up(vs, args.dtypes, sync)
     run_meta = meta(args, errors, skipped)  # after the warm-up: the GPU's name is known
-    history: dict = {}
+    history = first_calls(previous, args.device, min(args.sizes))
     print(f"process warm-up (every variant on 32 x 32) {warm_s:.1f} s", flush=True)
     for dtype in args.dtypes:
         for n in sorted(args.sizes):
