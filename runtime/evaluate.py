@@ -58,7 +58,7 @@ def evaluate(*tensors: Value, **opts: Any) -> tuple[np.ndarray, ...]:
     # graph's placeholders are the same nodes, and its placeholder list is already computed.
     key = session.optimize_key(graph, o)
     hit = session.cached(key)
-    bound = bind_feed(hit.graph if hit is not None else graph, o.feed)
+    bound = bind_feed(hit.graph if hit is not None else graph, o.feed, names)
     backend = get_backend(*parse_device(names[0]))
     if len(names) > 1:
         open_devices(names[1:])

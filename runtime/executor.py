@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from tenloom.graph.errors import (
+    DeviceError,
     DTypeError,
     EvaluationError,
     OptionTypeError,
@@ -31,8 +32,16 @@ from tenloom.runtime.program import (  # noqa: F401  (describe, program_for: re-
 )
 
 
-def bind_feed(graph: Graph, feed: dict[Any, Any] | None) -> dict[int, np.ndarray]:
-    """Check ``feed`` against the graph's placeholders: id(placeholder node) -> array."""
+def bind_feed(
+    graph: Graph, feed: dict[Any, Any] | None, devices: Any = None
+) -> dict[int, np.ndarray]:
+    """Check ``feed`` against the graph's placeholders: id(placeholder node) -> array.
+
+    Host values become NumPy arrays. A CUDA array (anything with ``__cuda_array_interface__``:
+    CuPy, torch, Numba) is bound as it is, with no copy, when the run is on that one CUDA
+    device (``devices``: the run's device names, as "cuda:0"); anywhere else it is a
+    DeviceError naming the placeholder and both devices, so no silent copy through the host
+    happens."""
     feed = feed or {}
     by_node: dict[int, Any] = {}
     for key, value in feed.items():
@@ -48,7 +57,11 @@ def bind_feed(graph: Graph, feed: dict[Any, Any] | None) -> dict[int, np.ndarray
                 f"placeholder {name!r} {ph.dtype}{fmt_shape(ph.shape)} is not bound; "
                 f"pass feed={{{name}: array}}"
             )
-        arr = np.asarray(by_node[id(ph)])
+        value = by_node[id(ph)]
+        if hasattr(value, "__cuda_array_interface__"):
+            bound[id(ph)] = _device_feed(value, ph, devices)
+            continue
+        arr = np.asarray(value)
         if arr.shape != ph.shape:
             raise ShapeError(
                 f"feed: placeholder {name!r} has shape {fmt_shape(ph.shape)} but the array bound "
@@ -58,6 +71,54 @@ def bind_feed(graph: Graph, feed: dict[Any, Any] | None) -> dict[int, np.ndarray
             arr = feed_cast(by_node[id(ph)], arr, ph.dtype, name)
         bound[id(ph)] = arr
     return bound
+
+
+def _device_feed(value: Any, ph: Node, devices: Any) -> Any:
+    """A CUDA array bound to ``ph``: checked (shape, dtype: safe casts only, on the device) and
+    kept on its device, which must be the run's one CUDA device."""
+    name = ph.attrs.name
+    where = _cuda_index(value)
+    names = [devices] if isinstance(devices, str) else list(devices or ())
+    want = f"cuda:{where}" if where is not None else "a CUDA device"
+    if (
+        len(names) != 1
+        or names[0].split(":")[0] != "cuda"
+        or (where is not None and names[0] != want)
+    ):
+        ran = ", ".join(names) if names else "cpu"
+        raise DeviceError(
+            f"feed: placeholder {name!r} is bound to a {type(value).__module__}."
+            f"{type(value).__name__} on {want}, but the program runs on {ran}; pass a host "
+            "array, or run on that device alone"
+        )
+    shape = tuple(value.shape)
+    if shape != ph.shape:
+        raise ShapeError(
+            f"feed: placeholder {name!r} has shape {fmt_shape(ph.shape)} but the array bound "
+            f"to it has shape {fmt_shape(shape)}"
+        )
+    dtype = np.dtype(str(value.dtype).replace("torch.", ""))
+    if dtype != ph.dtype:
+        if not np.can_cast(dtype, ph.dtype, "safe"):
+            raise DTypeError(
+                f"feed: placeholder {name!r} has dtype {ph.dtype} but the array bound to it has "
+                f"dtype {dtype}, which does not convert safely; cast it with astype"
+            )
+        import cupy as cp  # a CUDA run has CuPy: the cast runs on the device
+
+        return cp.asarray(value).astype(ph.dtype)
+    return value
+
+
+def _cuda_index(value: Any) -> int | None:
+    """The CUDA device index of a device array (CuPy's ``.device.id``, torch's
+    ``.device.index``), or None when it does not say."""
+    dev = getattr(value, "device", None)
+    for attr in ("id", "index"):
+        idx = getattr(dev, attr, None)
+        if isinstance(idx, int):
+            return idx
+    return None
 
 
 _KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}  # a weak value converts to its rank or up

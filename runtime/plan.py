@@ -144,7 +144,7 @@ class Plan:
 
         if len(arrays) != len(self.inputs):
             raise ShapeError(f"plan: {len(arrays)} arrays for {len(self.inputs)} inputs")
-        bound = bind_feed(self.optimized, dict(zip(self.inputs, arrays)))
+        bound = bind_feed(self.optimized, dict(zip(self.inputs, arrays)), self.devices)
         if self._plain:
             return execute(self.optimized, bound, self.backend, self.device, True, self._threads)
         from tenloom.runtime.session import run_context
