@@ -137,31 +137,41 @@ class Kernels:
         self.mpo = mpo
         self.chi = chi
         self.device = device
+        # on a GPU everything stays there: the plans take and return CuPy arrays (to_host=False),
+        # and the sweep's own arithmetic (Lanczos, norms) runs in CuPy (``xp``)
+        on_gpu = device.startswith("cuda")
+        if on_gpu:
+            import cupy
+
+            self.xp = cupy
+        else:
+            self.xp = np
+        opts = {"device": device, "to_host": not on_gpu}
         W = tl.asarray(mpo.W)  # a constant captured by each plan
 
-        @tl.function(device=device)
+        @tl.function(**opts)
         def heff(L, R, x):  # noqa: N803
             # the effective Hamiltonian on two sites; tenloom picks the contraction order
             return tl.einsum("awc,wxsu,xyvt,byd,cutd->asvb", L, W, W, R, x)
 
-        @tl.function(device=device)
+        @tl.function(**opts)
         def grow_left(L, A):  # noqa: N803
             return tl.einsum("awc,asb,wxsu,cue->bxe", L, tl.conj(A), W, A)
 
-        @tl.function(device=device)
+        @tl.function(**opts)
         def grow_right(R, B):  # noqa: N803
             return tl.einsum("bxe,asb,wxsu,cue->awc", R, tl.conj(B), W, B)
 
-        @tl.function(device=device)
+        @tl.function(**opts)
         def grow_norm(N, A):  # noqa: N803
             return tl.einsum("ac,asb,csd->bd", N, tl.conj(A), A)
 
-        @tl.function(device=device)
+        @tl.function(**opts)
         def two_site(A, B):  # noqa: N803
             return tl.tensordot(A, B, axes=1)
 
         def split(absorb: str):
-            @tl.function(device=device)
+            @tl.function(**opts)
             def split_theta(theta):
                 # theta (left bond, s, t, right bond) = U S Vh, at most chi singular values
                 # (a bound fixed at trace time: those the cutoff drops are zeroed), S absorbed
@@ -172,7 +182,7 @@ class Kernels:
 
             return split_theta
 
-        @tl.function(device=device)
+        @tl.function(**opts)
         def lq(M):  # noqa: N803
             # M = L Q, Q with orthonormal rows: the right-canonical step
             return tl.linalg.lq(M)
@@ -192,26 +202,27 @@ class Kernels:
 # ---- eigensolvers ------------------------------------------------------------------------
 
 
-def lanczos(matvec, x0: np.ndarray, krylov: int = 24, tol: float = 1e-10, restarts: int = 20):
+def lanczos(matvec, x0, krylov: int = 24, tol: float = 1e-10, restarts: int = 20, xp=np):
     """The lowest eigenpair of the Hermitian operator ``matvec`` by restarted Lanczos with full
     reorthogonalization, starting from ``x0``. Each cycle builds at most ``krylov`` vectors and
     restarts from the Ritz vector; it stops when the Ritz residual ||H x - E x|| <= tol (the
-    energy is then exact to about tol**2 / gap) or the Krylov space is invariant."""
-    x = x0 / np.linalg.norm(x0)
+    energy is then exact to about tol**2 / gap) or the Krylov space is invariant. The vectors
+    are ``xp`` arrays (NumPy, or CuPy on a GPU); the small tridiagonal problem runs in NumPy."""
+    x = x0 / xp.linalg.norm(x0)
     energy = np.inf
     for _ in range(restarts):
-        V = np.empty((krylov, x.size), dtype=x.dtype)
+        V = xp.empty((krylov, x.size), dtype=x.dtype)
         alpha, beta = [], []
         V[0] = x
         converged = False
         for j in range(krylov):
             w = matvec(V[j])
-            alpha.append(np.vdot(V[j], w).real)
+            alpha.append(float(xp.vdot(V[j], w).real))
             # full reorthogonalization (twice is enough) against the basis so far
             basis = V[: j + 1]
             w = w - basis.T @ (basis.conj() @ w)
             w = w - basis.T @ (basis.conj() @ w)
-            b = np.linalg.norm(w)
+            b = float(xp.linalg.norm(w))
             T = np.diag(alpha) + np.diag(beta, 1) + np.diag(beta, -1)
             evals, evecs = np.linalg.eigh(T)
             energy, c = evals[0], evecs[:, 0]
@@ -221,8 +232,8 @@ def lanczos(matvec, x0: np.ndarray, krylov: int = 24, tol: float = 1e-10, restar
             if j + 1 < krylov:
                 beta.append(b)
                 V[j + 1] = w / b
-        x = c @ V[: len(c)]
-        x /= np.linalg.norm(x)
+        x = xp.asarray(c.astype(V.dtype)) @ V[: len(c)]
+        x /= xp.linalg.norm(x)
         if converged:
             break
     return energy, x
@@ -260,12 +271,13 @@ def random_mps(L: int, d: int, chi: int, seed: int = 0, dtype=np.float64) -> lis
 def right_canonicalize(mps: list[np.ndarray], kernels: Kernels) -> None:
     """Make every site but the first right-orthonormal, in place, by LQ decompositions from the
     right; the first site is normalized (the state then has norm 1)."""
+    xp = getattr(kernels, "xp", np)
     for i in range(len(mps) - 1, 0, -1):
         a, d, b = mps[i].shape
         r, q = kernels.lq(mps[i].reshape(a, d * b))
         mps[i] = q.reshape(-1, d, b)
-        mps[i - 1] = np.tensordot(mps[i - 1], r, axes=1)
-    mps[0] = mps[0] / np.linalg.norm(mps[0])
+        mps[i - 1] = xp.tensordot(mps[i - 1], r, axes=1)
+    mps[0] = mps[0] / xp.linalg.norm(mps[0])
 
 
 class DMRG:
@@ -300,7 +312,9 @@ class DMRG:
         self.mpo, self.L, self.chi, self.cutoff = mpo, L, chi, cutoff
         self.eigensolver, self.tol, self.krylov = eigensolver, tol, krylov
         self.kernels = kernels if kernels is not None else Kernels(mpo, chi, device, cutoff)
-        self.mps = mps if mps is not None else random_mps(L, mpo.d, chi, seed, dtype)
+        self.xp = xp = getattr(self.kernels, "xp", np)  # where the arrays live
+        mps = mps if mps is not None else random_mps(L, mpo.d, chi, seed, dtype)
+        self.mps = [xp.asarray(a) for a in mps]
         self.dtype = self.mps[0].dtype
         self.energies: list[float] = []
         self.discarded = 0.0
@@ -309,8 +323,8 @@ class DMRG:
         D = mpo.D
         self.left_env: list[np.ndarray | None] = [None] * L
         self.right_env: list[np.ndarray | None] = [None] * L
-        self.left_env[0] = mpo.left.reshape(1, D, 1).astype(self.dtype)
-        self.right_env[L - 1] = mpo.right.reshape(1, D, 1).astype(self.dtype)
+        self.left_env[0] = xp.asarray(mpo.left.reshape(1, D, 1).astype(self.dtype))
+        self.right_env[L - 1] = xp.asarray(mpo.right.reshape(1, D, 1).astype(self.dtype))
         for i in range(L - 1, 0, -1):
             self.right_env[i - 1] = self.kernels.grow_right(self.right_env[i], self.mps[i])
 
@@ -325,9 +339,14 @@ class DMRG:
             return k.heff(L, R, v.reshape(shape)).reshape(-1)
 
         if self.eigensolver == "lanczos":
-            e, v = lanczos(matvec, theta.reshape(-1), self.krylov, self.tol)
-        else:
+            e, v = lanczos(matvec, theta.reshape(-1), self.krylov, self.tol, xp=self.xp)
+        elif self.xp is np:
             e, v = eigsh_lowest(matvec, theta.reshape(-1), self.tol)
+        else:  # ARPACK runs on the host: its vectors are copied to the device and back
+            xp = self.xp
+            host = lambda v: xp.asnumpy(matvec(xp.asarray(v)))  # noqa: E731
+            e, v = eigsh_lowest(host, xp.asnumpy(theta.reshape(-1)), self.tol)
+            v = xp.asarray(v)
         return float(e), v.reshape(shape)
 
     def _split(self, theta: np.ndarray, absorb: str) -> tuple[np.ndarray, np.ndarray]:
@@ -338,16 +357,17 @@ class DMRG:
         split = k.split_right if absorb == "right" else k.split_left
         left, right, discarded = split(theta)
         self.discarded = max(self.discarded, float(discarded))
+        xp = self.xp
         if absorb == "right":
-            s = np.linalg.norm(right.reshape(right.shape[0], -1), axis=1)  # the rows' norms: S
+            s = xp.linalg.norm(right.reshape(right.shape[0], -1), axis=1)  # the rows' norms: S
         else:
-            s = np.linalg.norm(left.reshape(-1, left.shape[-1]), axis=0)
-        keep = max(1, int(np.count_nonzero(s)))
+            s = xp.linalg.norm(left.reshape(-1, left.shape[-1]), axis=0)
+        keep = max(1, int(xp.count_nonzero(s)))
         left, right = left[..., :keep], right[:keep]
         if absorb == "right":
-            right = right / np.linalg.norm(s[:keep])
+            right = right / xp.linalg.norm(s[:keep])
         else:
-            left = left / np.linalg.norm(s[:keep])
+            left = left / xp.linalg.norm(s[:keep])
         return left, right
 
     def sweep(self) -> float:
@@ -384,13 +404,14 @@ def expectation(mps: list[np.ndarray], mpo: MPO, device: str = "cpu") -> float:
     """<psi|H|psi> / <psi|psi> by contracting the MPO environment through the chain."""
     D = mpo.D
     k = Kernels(mpo, 1, device)
-    env = mpo.left.reshape(1, D, 1).astype(mps[0].dtype)
-    norm = np.ones((1, 1), dtype=mps[0].dtype)
+    xp = k.xp
+    env = xp.asarray(mpo.left.reshape(1, D, 1).astype(mps[0].dtype))
+    norm = xp.ones((1, 1), dtype=mps[0].dtype)
     for a in mps:
-        env = k.grow_left(env, a)
-        norm = k.grow_norm(norm, a)
-    e = np.einsum("awc,w->", env, mpo.right.astype(env.dtype))
-    return float(np.real(e / np.trace(norm)))
+        env = k.grow_left(env, xp.asarray(a))
+        norm = k.grow_norm(norm, xp.asarray(a))
+    e = xp.einsum("awc,w->", env, xp.asarray(mpo.right.astype(env.dtype)))
+    return float(xp.real(e / xp.trace(norm)))
 
 
 # ---- command line ------------------------------------------------------------------------

@@ -67,13 +67,16 @@ def function(fn: Callable | None = None, **opts: Any):
 
         @functools.wraps(f)
         def call(*args: Any):
-            arrays = [np.asarray(a) for a in args]
-            sig = tuple((a.shape, a.dtype.str) for a in arrays)
+            # CUDA arrays stay where they are (the plan binds them on its device; see
+            # runtime/executor.py bind_feed); everything else becomes a NumPy array
+            arrays = [a if hasattr(a, "__cuda_array_interface__") else np.asarray(a) for a in args]
+            sig = tuple((tuple(a.shape), np.dtype(a.dtype).str) for a in arrays)
             hit = plans.get(sig)
             if hit is None:
                 plan_mod.COUNTERS["traces"] += 1
                 phs = [
-                    api.placeholder(a.shape, a.dtype, name=f"arg{i}") for i, a in enumerate(arrays)
+                    api.placeholder(tuple(a.shape), np.dtype(a.dtype), name=f"arg{i}")
+                    for i, a in enumerate(arrays)
                 ]
                 out = f(*phs)
                 leaves, rebuild = _flatten(out)
