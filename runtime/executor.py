@@ -80,11 +80,10 @@ def _device_feed(value: Any, ph: Node, devices: Any) -> Any:
     where = _cuda_index(value)
     names = [devices] if isinstance(devices, str) else list(devices or ())
     want = f"cuda:{where}" if where is not None else "a CUDA device"
-    if (
-        len(names) != 1
-        or names[0].split(":")[0] != "cuda"
-        or (where is not None and names[0] != want)
-    ):
+    from tenloom.runtime.options import parse_device_name
+
+    run = [parse_device_name("feed", n) for n in names]
+    if len(run) != 1 or run[0][0] != "cuda" or (where is not None and run[0][1] != where):
         ran = ", ".join(names) if names else "cpu"
         raise DeviceError(
             f"feed: placeholder {name!r} is bound to a {type(value).__module__}."

@@ -26,7 +26,7 @@ from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.einsum import _LETTERS
 from tenloom.graph.errors import DeviceError
 from tenloom.graph.node import Node
-from tenloom.graph.ops import OPS, Op
+from tenloom.graph.ops import OPS, Op, OpKind
 from tenloom.graph.ops.leaf import full_value, is_frozen
 from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.codegen import PORTABLE
@@ -288,6 +288,17 @@ class Backend(BackendBase):
 
     def default_kernel(self, node: Node):
         ref, attrs = OPS[node.op].ref, node.attrs
+        if OPS[node.op].kind is OpKind.LINALG:
+            # as NumPy: a singular matrix (inv, solve, det's LU; cholesky of a matrix that is
+            # not positive definite) raises instead of leaving inf/nan; CuPy checks cuSOLVER's
+            # info only when asked (it costs a synchronization per call)
+            import cupyx
+
+            def checked(*xs):
+                with cupyx.errstate(linalg="raise"):
+                    return ref(xs, attrs)
+
+            return checked
         return lambda *xs: ref(xs, attrs)
 
     def _complex_compare(self, op: Op):
