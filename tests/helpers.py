@@ -194,3 +194,26 @@ def device_params(include_cpu: bool = True) -> list:
     if "cuda" in kinds:
         out.append(pytest.param("cuda:0", marks=pytest.mark.cuda))
     return out
+
+
+def on_cpu() -> bool:
+    """Whether the corpus runs on the CPU (TENLOOM_TEST_DEVICE unset): where decompositions
+    are LAPACK's, with NumPy's exact signs and phases."""
+    from tenloom.runtime import session
+
+    return session.DEFAULT_DEVICE == "cpu"
+
+
+def assert_same_vectors(actual, expected, dtype=None, *, rows: bool = False):
+    """Decomposition factors against NumPy's: exactly on the CPU (the same LAPACK call gives
+    the same phases); elsewhere (cuSOLVER) up to the phase (sign) of each column (``rows``:
+    each row), which only the gauge fixes."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if not on_cpu():
+        vec_axis = -1 if rows else -2
+        dot = np.sum(np.conj(actual) * expected, axis=vec_axis, keepdims=True)
+        phase = np.where(np.abs(dot) > 0, dot / np.where(dot == 0, 1, np.abs(dot)), 1)
+        if actual.dtype.kind != "c":
+            phase = np.sign(np.real(phase)) + (np.real(phase) == 0)
+        actual = (actual * phase).astype(actual.dtype)
+    assert_close(actual, expected, dtype)
