@@ -79,6 +79,7 @@ def tensor_svd(
     absorb: str | None = None,
     eps: float = DEFAULT_EPS,
     device: Any = None,
+    return_rank: bool = False,
 ) -> tuple[Tensor, ...]:
     """The truncated SVD of ``t`` split into the axes ``left`` (rows) and the others
     (columns): ``(U, S, Vh, discarded)``, or ``(left, right, discarded)`` with ``absorb=``
@@ -89,7 +90,8 @@ def tensor_svd(
     on the values: the singular values are evaluated now (on ``device``), once, and the rank
     they keep is fixed in the graph (docs/linalg.md; in a traced function this raises
     DataDependentShapeError: pass ``max_rank``). The SVD then runs again when the result is
-    evaluated; pass ``max_rank`` to build without running anything."""
+    evaluated; pass ``max_rank`` to build without running anything. ``return_rank=True``
+    appends the number of singular values kept (a 0-d int64 Tensor)."""
     from tenloom.graph.ops import tensor_svd as _ts
 
     max_rank, cutoff = _ts.check_truncation(max_rank, cutoff, cutoff_mode)
@@ -111,6 +113,7 @@ def tensor_svd(
         cutoff_mode=cutoff_mode,
         absorb=absorb,
         eps=eps,
+        return_rank=return_rank,
     )
     return tuple(Tensor(n) for n in out)
 

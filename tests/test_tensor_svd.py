@@ -257,3 +257,22 @@ def test_empty_and_rank_one_edges():
     u, s, vh, d = tl.linalg.tensor_svd(np.ones((1, 5)), 0, max_rank=4)
     assert u.shape == (1, 1) and vh.shape == (1, 5)
     np.testing.assert_allclose(s.evaluate(), [np.sqrt(5)])
+
+
+def test_return_rank_counts_the_kept_singular_values_in_a_traced_function():
+    @tl.function
+    def split(a):
+        return tl.linalg.tensor_svd(
+            a, (0,), max_rank=3, cutoff=0.2, absorb="right", return_rank=True
+        )
+
+    a = _spectrum_tensor(np.array([1.0, 0.3, 0.1])).reshape(8, 3)
+    left, right, discarded, rank = split(a)
+    assert rank.dtype == np.int64 and rank.shape == () and int(rank) == 2
+    assert left.shape == (8, 3) and not left[:, 2:].any()
+    np.testing.assert_allclose(discarded, 0.01, atol=1e-14)
+    # without a cutoff the rank is the bound
+    out = tl.linalg.tensor_svd(a, 0, max_rank=2, return_rank=True)
+    assert len(out) == 5 and int(out[-1].evaluate()) == 2
+    with pytest.raises(tl.OptionTypeError, match="return_rank"):
+        tl.linalg.tensor_svd(a, 0, return_rank="yes")

@@ -121,6 +121,7 @@ def tensor_svd(
     cutoff_mode: str = "rel",
     absorb: str | None = None,
     eps: float = DEFAULT_EPS,
+    return_rank: bool = False,
 ) -> tuple[Node, ...]:
     """The truncated SVD of ``t`` with the axes ``left`` as rows and the others as columns (see
     the module docstring for the rank rule, the cutoffs and the derivatives).
@@ -128,12 +129,17 @@ def tensor_svd(
     ``absorb=None`` returns ``(U, S, Vh, discarded)``: U of shape ``t``'s left axes + (r,),
     S (r,) descending and real, Vh (r,) + the right axes, ``discarded`` the squared sum of the
     discarded singular values. ``absorb="left"`` returns ``(U S, Vh, discarded)``,
-    ``"right"`` ``(U, S Vh, discarded)``, ``"both"`` ``(U sqrt(S), sqrt(S) Vh, discarded)``."""
+    ``"right"`` ``(U, S Vh, discarded)``, ``"both"`` ``(U sqrt(S), sqrt(S) Vh, discarded)``.
+    ``return_rank=True`` appends the number of singular values kept, a 0-d int64 Tensor (at
+    most r; fewer where the cutoff zeroed some): a traced function, whose shapes are the
+    bound, reads from it how far to trim the bond."""
     n = lift(t, "tensor_svd")
     lax, rax = split_axes(n.shape, left)
     max_rank, cutoff = check_truncation(max_rank, cutoff, cutoff_mode)
     if absorb not in ABSORB:
         raise OptionError(f"tensor_svd: absorb must be one of {ABSORB}, got {absorb!r}")
+    if not isinstance(return_rank, (bool, np.bool_)):
+        raise OptionTypeError(f"tensor_svd: return_rank {return_rank!r} is not a bool")
     if max_rank is None and cutoff > 0:
         raise DataDependentShapeError(
             "tensor_svd: a cutoff without max_rank makes the rank depend on the values; pass "
@@ -150,12 +156,14 @@ def tensor_svd(
     if cutoff == 0:  # a plain cut at r
         su, ss, svh = u[:, :r], s[:r], vh[:r, :]
         discarded = T.sum(s[r:] * s[r:]) if r < k else T.zeros((), dtype=s.dtype)
+        rank = T.asarray(np.array(r, dtype=np.int64))
     else:  # the cutoff's keep mask, over all K singular values, and the cut at r
         keep = T.astype(_keep(s, cutoff, cutoff_mode, T), s.dtype)
         if r < k:
             keep = keep * T.asarray((np.arange(k) < r).astype(s.dtype))
         discarded = T.sum(s * s * (1 - keep))
         kr = keep[:r]
+        rank = T.astype(T.sum(kr), "int64")
         su, ss, svh = u[:, :r] * kr, s[:r] * kr, vh[:r, :] * T.expand_dims(kr, -1)
     su = T.reshape(su, lshape + (r,))
     svh = T.reshape(svh, (r,) + rshape)
@@ -168,4 +176,6 @@ def tensor_svd(
         rroot = T.reshape(T.astype(root, svh.dtype), (r,) + (1,) * len(rshape))
         rf = svh * rroot if absorb in ("right", "both") else svh
         out = (lf, rf, discarded)
+    if return_rank:
+        out = (*out, rank)
     return tuple(v.node for v in out)
