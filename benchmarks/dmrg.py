@@ -106,7 +106,8 @@ class ArrayKernels:
             vh = sv[:, None] * vh
         else:
             u = u * sv
-        return self._out(u.reshape(a, s, k), vh.reshape(k, t, b), discarded)
+        rank = xp.sum(keep).astype(xp.int64)
+        return self._out(u.reshape(a, s, k), vh.reshape(k, t, b), discarded, rank)
 
     def split_right(self, theta):
         return self._split(theta, "right")

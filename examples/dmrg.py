@@ -177,7 +177,12 @@ class Kernels:
                 # (a bound fixed at trace time: those the cutoff drops are zeroed), S absorbed
                 # into the side the sweep moves to
                 return tl.linalg.tensor_svd(
-                    theta, left=(0, 1), max_rank=chi, cutoff=cutoff, absorb=absorb
+                    theta,
+                    left=(0, 1),
+                    max_rank=chi,
+                    cutoff=cutoff,
+                    absorb=absorb,
+                    return_rank=True,
                 )
 
             return split_theta
@@ -355,19 +360,17 @@ class DMRG:
         plan's rank is the bound min(chi, K), padded with zeros where the cutoff cut more)."""
         k = self.kernels
         split = k.split_right if absorb == "right" else k.split_left
-        left, right, discarded = split(theta)
+        left, right, discarded, rank = split(theta)
         self.discarded = max(self.discarded, float(discarded))
         xp = self.xp
-        if absorb == "right":
-            s = xp.linalg.norm(right.reshape(right.shape[0], -1), axis=1)  # the rows' norms: S
-        else:
-            s = xp.linalg.norm(left.reshape(-1, left.shape[-1]), axis=0)
-        keep = max(1, int(xp.count_nonzero(s)))
+        keep = max(1, int(rank))  # the singular values the cutoff kept, at most chi
         left, right = left[..., :keep], right[:keep]
+        # renormalize (theta has norm 1): by the kept singular values, i.e. the norm of the
+        # factor that absorbed them
         if absorb == "right":
-            right = right / xp.linalg.norm(s[:keep])
+            right = right / xp.linalg.norm(right)
         else:
-            left = left / xp.linalg.norm(s[:keep])
+            left = left / xp.linalg.norm(left)
         return left, right
 
     def sweep(self) -> float:
