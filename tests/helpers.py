@@ -217,3 +217,13 @@ def assert_same_vectors(actual, expected, dtype=None, *, rows: bool = False):
             phase = np.sign(np.real(phase)) + (np.real(phase) == 0)
         actual = (actual * phase).astype(actual.dtype)
     assert_close(actual, expected, dtype)
+
+
+def opencl_device() -> str | None:
+    """The OpenCL device the OpenCL tests use (tests/test_opencl.py ``DEVICE``), or None
+    without pyopencl (test_opencl then skips itself)."""
+    try:
+        from test_opencl import DEVICE
+    except Exception:  # no pyopencl
+        return None
+    return DEVICE

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers import assert_close, assert_same_vectors
+from rule_checks import rule_tests
 from tenloom.graph.ops import OPS, Op, OpKind
-from test_autodiff import _rand, check_grads
-from test_jvp import MODES, check_jvp
+from test_autodiff import _rand
 
 import tenloom as tl
 
@@ -186,22 +186,9 @@ REAL_ONLY = {
     "svd_vectors_tall": (lambda a: _flat(*tl.linalg.svd(a, False)), [(4, 3)]),
     "svd_vectors_wide_batched": (lambda a: _flat(*tl.linalg.svd(a, False)), [(2, 3, 4)]),
 }
-CASES = [(k, "float64") for k in REAL_ONLY] + [
-    (k, dt) for k in GRADS for dt in ("float64", "complex128")
-]
-
-
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_gradients_match_finite_differences(name, dtype):
-    f, shapes = {**GRADS, **REAL_ONLY}[name]
-    check_grads(f, shapes, dtype)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_jvp_matches_finite_differences_and_the_vjp(name, dtype, mode):
-    f, shapes = {**GRADS, **REAL_ONLY}[name]
-    check_jvp(f, shapes, dtype, mode=mode)
+test_gradients_match_finite_differences, test_jvp_matches_finite_differences_and_the_vjp = (
+    rule_tests(GRADS, REAL_ONLY)
+)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import assert_close, on_cpu
-from test_autodiff import _rand, check_grads
-from test_jvp import MODES, check_jvp
+from helpers import assert_close, on_cpu, opencl_device
+from rule_checks import rule_tests
+from test_autodiff import _rand
 
 import tenloom as tl
 
@@ -115,22 +115,9 @@ GRADS = {
     "projector_batched": (_projector, [(2, 3, 3)]),
 }
 REAL_ONLY = {"vectors_of_a_real_spectrum": (_real_spectrum, [(3, 3)])}
-CASES = [(k, "float64") for k in REAL_ONLY] + [
-    (k, dt) for k in GRADS for dt in ("float64", "complex128")
-]
-
-
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_gradients_match_finite_differences(name, dtype):
-    f, shapes = {**GRADS, **REAL_ONLY}[name]
-    check_grads(f, shapes, dtype)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_jvp_matches_finite_differences_and_the_vjp(name, dtype, mode):
-    f, shapes = {**GRADS, **REAL_ONLY}[name]
-    check_jvp(f, shapes, dtype, mode=mode)
+test_gradients_match_finite_differences, test_jvp_matches_finite_differences_and_the_vjp = (
+    rule_tests(GRADS, REAL_ONLY)
+)
 
 
 def test_the_random_real_cases_include_a_complex_pair():
@@ -219,17 +206,9 @@ def test_dump_save_load_and_cost(tmp_path):
         tl.load(path)
 
 
-def _opencl_device() -> str | None:
-    try:
-        from test_opencl import DEVICE
-    except Exception:  # no pyopencl: test_opencl skips itself
-        return None
-    return DEVICE
-
-
 @pytest.mark.opencl
 def test_opencl_has_no_kernel_for_eig_a_device_error_naming_it():
-    device = _opencl_device()
+    device = opencl_device()
     if device is None:
         pytest.skip("no OpenCL device (see test_opencl.py)")
     x = tl.placeholder((3, 3))

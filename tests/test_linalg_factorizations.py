@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg
-from helpers import assert_close, assert_same_vectors, on_cpu
+from helpers import assert_close, assert_same_vectors, on_cpu, opencl_device
+from rule_checks import rule_tests
 from tenloom.graph.ops import decompositions
 from test_autodiff import _rand, check_grads
-from test_jvp import MODES, check_jvp
 
 import tenloom as tl
 
@@ -359,20 +359,9 @@ GRADS = {
     "expm_batched": (lambda a: tl.linalg.expm(0.5 * a), [(2, 3, 3)]),
     "expm_of_product": (lambda a, b: b @ tl.linalg.expm(a @ b), [(3, 2), (2, 3)]),
 }
-CASES = [(k, dt) for k in GRADS for dt in ("float64", "complex128")]
-
-
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_gradients_match_finite_differences(name, dtype):
-    f, shapes = GRADS[name]
-    check_grads(f, shapes, dtype)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_jvp_matches_finite_differences_and_the_vjp(name, dtype, mode):
-    f, shapes = GRADS[name]
-    check_jvp(f, shapes, dtype, mode=mode)
+test_gradients_match_finite_differences, test_jvp_matches_finite_differences_and_the_vjp = (
+    rule_tests(GRADS)
+)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])
@@ -535,17 +524,9 @@ def test_save_and_load_keep_the_modes(tmp_path):
         tl.load(path)
 
 
-def _opencl_device() -> str | None:
-    try:
-        from test_opencl import DEVICE
-    except Exception:  # no pyopencl: test_opencl skips itself
-        return None
-    return DEVICE
-
-
 @pytest.mark.opencl
 def test_opencl_has_no_kernel_for_expm_or_the_decompositions_a_device_error_naming_them():
-    device = _opencl_device()
+    device = opencl_device()
     if device is None:
         pytest.skip("no OpenCL device (see test_opencl.py)")
     x = tl.placeholder((4, 3))

@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 from helpers import assert_close
-from test_autodiff import _rand, check_grads
-from test_jvp import MODES, check_jvp
+from rule_checks import rule_tests
+from test_autodiff import _rand
 
 import tenloom as tl
 
@@ -149,20 +149,9 @@ GRADS = {
     "pinv_square": (lambda x: tl.linalg.pinv(x, 1e-3), [(3, 3)]),
     "pinv_hermitian": (_pinv_h, [(2, 3, 3)]),
 }
-CASES = [(k, dt) for k in GRADS for dt in ("float64", "complex128")]
-
-
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_gradients_match_finite_differences(name, dtype):
-    f, shapes = GRADS[name]
-    check_grads(f, shapes, dtype)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_jvp_matches_finite_differences_and_the_vjp(name, dtype, mode):
-    f, shapes = GRADS[name]
-    check_jvp(f, shapes, dtype, mode=mode)
+test_gradients_match_finite_differences, test_jvp_matches_finite_differences_and_the_vjp = (
+    rule_tests(GRADS)
+)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_autodiff import _rand, check_grads
-from test_jvp import MODES, check_jvp
+from rule_checks import rule_tests
+from test_autodiff import _rand
 
 import tenloom as tl
 
@@ -82,20 +82,9 @@ GRADS = {
     "eigvalsh_upper_batched": (lambda a: tl.linalg.eigvalsh(a, "U"), [(2, 3, 3)]),
     "nuclear_norm": (lambda a: tl.sum(tl.linalg.svdvals(a), axis=-1), [(2, 3, 4)]),
 }
-CASES = [(k, dt) for k in GRADS for dt in ("float64", "complex128")]
-
-
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_gradients_match_finite_differences(name, dtype):
-    f, shapes = GRADS[name]
-    check_grads(f, shapes, dtype)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_jvp_matches_finite_differences_and_the_vjp(name, dtype, mode):
-    f, shapes = GRADS[name]
-    check_jvp(f, shapes, dtype, mode=mode)
+test_gradients_match_finite_differences, test_jvp_matches_finite_differences_and_the_vjp = (
+    rule_tests(GRADS)
+)
 
 
 def test_errors_and_save_load(tmp_path):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_autodiff import _rand, check_grads
-from test_jvp import MODES, check_jvp
+from rule_checks import rule_tests
+from test_autodiff import _rand
 
 import tenloom as tl
 
@@ -172,22 +172,10 @@ REAL_ONLY = {
         [(3, 2, 4)],
     ),
 }
-CASES = [(k, "float64") for k in REAL_ONLY] + [
-    (k, dt) for k in GRADS for dt in ("float64", "complex128")
-]
-
-
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_truncated_gradients_match_finite_differences(name, dtype):
-    f, shapes = {**GRADS, **REAL_ONLY}[name]
-    check_grads(f, shapes, dtype)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("name", "dtype"), CASES)
-def test_truncated_jvp_matches_finite_differences_and_the_vjp(name, dtype, mode):
-    f, shapes = {**GRADS, **REAL_ONLY}[name]
-    check_jvp(f, shapes, dtype, mode=mode)
+(
+    test_truncated_gradients_match_finite_differences,
+    test_truncated_jvp_matches_finite_differences_and_the_vjp,
+) = rule_tests(GRADS, REAL_ONLY)
 
 
 def test_the_truncation_term_is_needed():
