@@ -32,3 +32,17 @@ def rule_tests(grads: dict, real_only: dict | None = None):
         check_jvp(f, shapes, dtype, mode=mode)
 
     return test_gradients_match_finite_differences, test_jvp_matches_finite_differences_and_the_vjp
+
+
+def check_hvp(loss, x, a, v, eps: float = 1e-5, rtol: float = 1e-5) -> None:
+    """``tl.hvp`` of the scalar ``loss`` with respect to the placeholder ``x`` at ``a`` along
+    ``v`` against a central difference of ``tl.grad``: second derivatives through the rules."""
+    import numpy as np
+
+    import tenloom as tl
+
+    (hv,) = tl.hvp(loss, [x], [tl.asarray(v)])
+    (g,) = tl.grad(loss, [x])
+    numeric = (g.evaluate(feed={x: a + eps * v}) - g.evaluate(feed={x: a - eps * v})) / (2 * eps)
+    got = hv.evaluate(feed={x: a})
+    assert np.max(np.abs(got - numeric)) <= rtol * max(1.0, np.max(np.abs(numeric)))
