@@ -9,6 +9,7 @@ the node.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,23 @@ from tenloom.runtime.program import (  # noqa: F401  (describe, program_for: re-
     run,
 )
 
+# Device-resident leaves (tl.from_dlpack of a CUDA array): a placeholder node -> the device array
+# it stands for, bound by ``bind_feed`` whenever the feed does not bind that placeholder. Weak
+# keys: the entry goes when the last graph holding the placeholder does.
+_DEVICE_LEAVES: "weakref.WeakKeyDictionary[Node, Any]" = weakref.WeakKeyDictionary()
+
+
+def register_device_leaf(node: Node, array: Any) -> None:
+    """Make ``array`` (a CUDA array: ``__cuda_array_interface__``) the value of the placeholder
+    ``node`` in every run that does not feed it: the CUDA backend reads it in place, a run on
+    any other device raises DeviceError."""
+    _DEVICE_LEAVES[node] = array
+
+
+def device_leaf(node: Node) -> Any:
+    """The device array registered for the placeholder ``node``, or None."""
+    return _DEVICE_LEAVES.get(node)
+
 
 def bind_feed(
     graph: Graph, feed: dict[Any, Any] | None, devices: Any = None
@@ -52,6 +70,9 @@ def bind_feed(
     bound: dict[int, np.ndarray] = {}
     for ph in graph.placeholders:
         name = ph.attrs.name
+        if id(ph) not in by_node and ph in _DEVICE_LEAVES:
+            bound[id(ph)] = _device_feed(_DEVICE_LEAVES[ph], ph, devices, leaf=True)
+            continue
         if id(ph) not in by_node:
             raise EvaluationError(
                 f"placeholder {name!r} {ph.dtype}{fmt_shape(ph.shape)} is not bound; "
@@ -73,9 +94,10 @@ def bind_feed(
     return bound
 
 
-def _device_feed(value: Any, ph: Node, devices: Any) -> Any:
+def _device_feed(value: Any, ph: Node, devices: Any, leaf: bool = False) -> Any:
     """A CUDA array bound to ``ph``: checked (shape, dtype: safe casts only, on the device) and
-    kept on its device, which must be the run's one CUDA device."""
+    kept on its device, which must be the run's one CUDA device. ``leaf``: the array is a
+    device-resident leaf (``register_device_leaf``), not a feed."""
     name = ph.attrs.name
     where = _cuda_index(value)
     names = [devices] if isinstance(devices, str) else list(devices or ())
@@ -85,6 +107,13 @@ def _device_feed(value: Any, ph: Node, devices: Any) -> Any:
     run = [parse_device_name("feed", n) for n in names]
     if len(run) != 1 or run[0][0] != "cuda" or (where is not None and run[0][1] != where):
         ran = ", ".join(names) if names else "cpu"
+        if leaf:
+            raise DeviceError(
+                f"from_dlpack: tensor {name!r} is a {type(value).__module__}."
+                f"{type(value).__name__} resident on {want}, but the program runs on {ran}; "
+                f"evaluate it with device={want!r} alone, or import it to the host with "
+                "tl.from_dlpack(x, device='cpu')"
+            )
         raise DeviceError(
             f"feed: placeholder {name!r} is bound to a {type(value).__module__}."
             f"{type(value).__name__} on {want}, but the program runs on {ran}; pass a host "

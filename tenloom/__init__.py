@@ -33,3 +33,6 @@ from tenloom.tensor import Tensor
 from tenloom.visualize import visualize
 
 __version__ = "0.1.0"
+from tenloom.interop import from_dlpack, install_autoray_hook as _interop_hook
+
+_interop_hook()  # tenloom/interop.py: tenloom registers with autoray when autoray is imported

@@ -28,6 +28,24 @@ class Tensor(Value):
         out = self.evaluate()
         return out if dtype is None else out.astype(dtype)
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export (``np.from_dlpack(t)``, ``torch.from_dlpack(t)``): a constant or a
+        device-resident leaf exports its own memory; any other tensor is materialized first
+        (evaluated on the GPU of its device-resident leaves, else on the CPU), see
+        tenloom/interop.py."""
+        from tenloom.interop import dlpack_export  # interop
+
+        return dlpack_export(
+            self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
+        )
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(1, 0) for the CPU, (2, N) when the tensor depends on arrays resident on cuda:N
+        (``tl.from_dlpack`` of a CUDA array); nothing is evaluated."""
+        from tenloom.interop import dlpack_device  # interop
+
+        return dlpack_device(self)
+
     def _repr_svg_(self) -> str | None:
         """Jupyter: the graph as traced, as SVG (no pass runs). None, so that Jupyter shows the
         text repr, when graphviz or its ``dot`` program is missing or the graph is too big to
