@@ -53,3 +53,40 @@ class Tensor(Value):
         from tenloom.visualize import repr_svg
 
         return repr_svg(self)
+
+    # NumPy's protocols and the scalar conversions: tenloom/numpy_protocols.py has the rules
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from tenloom.numpy_protocols import array_ufunc
+
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from tenloom.numpy_protocols import array_function
+
+        return array_function(func, types, args, kwargs)
+
+    def __float__(self) -> float:
+        from tenloom.numpy_protocols import to_scalar
+
+        return to_scalar(self, "float")
+
+    def __int__(self) -> int:
+        from tenloom.numpy_protocols import to_scalar
+
+        return to_scalar(self, "int")
+
+    def __complex__(self) -> complex:
+        from tenloom.numpy_protocols import to_scalar
+
+        return to_scalar(self, "complex")
+
+    def __index__(self) -> int:
+        from tenloom.numpy_protocols import to_scalar
+
+        return to_scalar(self, "index")
+
+    def item(self, *args):
+        """The element as a Python scalar, evaluated (``ndarray.item``'s arguments)."""
+        from tenloom.numpy_protocols import item
+
+        return item(self, args)
