@@ -3,6 +3,7 @@
 Build computations lazily with the functions below, then ``evaluate`` them.
 """
 
+from tenloom import interop as _interop
 from tenloom import linalg
 from tenloom.api import *  # noqa: F403  (every public op: tenloom/api.py)
 from tenloom.api import einsum
@@ -25,6 +26,7 @@ from tenloom.graph.errors import (
     TenloomError,
 )
 from tenloom.inspect import dump, to_networkx
+from tenloom.interop import from_dlpack
 from tenloom.passes.caches import cache_info, clear_caches
 from tenloom.runtime.devices import Device, devices
 from tenloom.runtime.evaluate import evaluate, evaluate_async
@@ -33,6 +35,5 @@ from tenloom.tensor import Tensor
 from tenloom.visualize import visualize
 
 __version__ = "0.1.0"
-from tenloom.interop import from_dlpack, install_autoray_hook as _interop_hook
 
-_interop_hook()  # tenloom/interop.py: tenloom registers with autoray when autoray is imported
+_interop.install_autoray_hook()  # registers tenloom with autoray once autoray is imported

@@ -226,15 +226,29 @@ def test_torch_cuda_round_trip():
 ar = pytest.importorskip("autoray")
 
 
-def test_registration_waits_for_autoray_import():
-    code = (
+_CHECK_REGISTERED = (
+    "t = tl.asarray(np.arange(3.0))\n"
+    "assert ar.infer_backend(t) == 'tenloom'\n"
+    "assert ar.to_numpy(ar.do('diag', t)).tolist() == np.diag(np.arange(3.0)).tolist()\n"
+    # only the registration makes autoray's svd the reduced one (tl.linalg.svd is NumPy's)
+    "assert ar.do('linalg.svd', tl.asarray(np.ones((3, 2))))[0].shape == (3, 2)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        # tenloom first: autoray is not imported, the hook registers when it is
         "import sys, numpy as np, tenloom as tl\n"
         "assert 'autoray' not in sys.modules\n"
-        "import autoray as ar\n"
-        "t = tl.asarray(np.arange(3.0))\n"
-        "assert ar.infer_backend(t) == 'tenloom'\n"
-        "assert ar.to_numpy(ar.do('diag', t)).tolist() == np.diag(np.arange(3.0)).tolist()\n"
-    )
+        "import autoray as ar\n",
+        # autoray first: tenloom registers as it is imported
+        "import autoray as ar, numpy as np\nimport tenloom as tl\n",
+    ],
+    ids=["tenloom-first", "autoray-first"],
+)
+def test_registration_on_import(imports):
+    code = imports + _CHECK_REGISTERED
     subprocess.run([sys.executable, "-P", "-c", code], check=True, timeout=120)
 
 
