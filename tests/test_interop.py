@@ -116,6 +116,17 @@ def test_from_dlpack_errors():
 
     with pytest.raises(DeviceError, match="DLPack device type 10"):
         tl.from_dlpack(OtherDevice())
+    with pytest.raises(BufferError, match="copy=False, but x is on the host and device='cuda:0'"):
+        tl.from_dlpack(np.ones(2), device="cuda:0", copy=False)
+
+    class OnGpu1(OtherDevice):  # checked before CuPy is needed
+        def __dlpack_device__(self):
+            return (2, 1)
+
+    with pytest.raises(DeviceError, match="x is on cuda:1 but device='cuda:0'; move it there"):
+        tl.from_dlpack(OnGpu1(), device="cuda:0")
+    with pytest.raises(BufferError, match="copy=False, but x is on cuda:1 and device='cpu'"):
+        tl.from_dlpack(OnGpu1(), device="cpu", copy=False)
 
 
 @pytest.mark.skipif(_has_cuda(), reason="checks the error raised without CuPy")
