@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from tenloom.graph.value import Value
 from test_autodiff import check_grads
+from test_jvp import check_jvp
 
 import tenloom as tl
 from tenloom import numpy_protocols as npp
@@ -198,6 +199,32 @@ def test_ufunc_reduce_is_the_reduction(ufunc, kwargs, dtype):
     _check(ufunc.reduce(t, **kwargs), expected)
 
 
+@settings(max_examples=30)
+@given(
+    x=hnp.arrays(
+        st.sampled_from(["int32", "float64"]),
+        hnp.array_shapes(min_dims=1, max_dims=3, max_side=3),
+        elements={"min_value": -50, "max_value": 50},
+    ),
+    data=st.data(),
+)
+def test_numpy_reductions_property(x, data):
+    axis = data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
+    keepdims = data.draw(st.booleans())
+    fn = data.draw(st.sampled_from([np.sum, np.prod, np.max, np.min, np.mean]))
+    expected = fn(x, axis=axis, keepdims=keepdims)
+    _check(fn(tl.asarray(x), axis=axis, keepdims=keepdims), expected)
+
+
+def test_numpy_scalar_operands_on_the_left():
+    x = _data("float32", (3,))
+    t = tl.asarray(x)
+    for s in (np.float32(2.5), np.float64(2.5), np.int16(3), np.complex64(1j)):
+        _check(s * t, s * x)
+        _check(s - t, s - x)
+        _check(s < t, s < x)
+
+
 def test_ufunc_outer_is_lazy():
     a, b = _data("float64", (3,)), _data("float64", (2, 2))
     _check(np.multiply.outer(tl.asarray(a), b), np.multiply.outer(a, b))
@@ -300,6 +327,8 @@ A, B, V3 = _m(shape=(3, 4)), _m(shape=(4, 2)), _m(shape=(3,))
 C = _m("complex128", (3, 3))
 H, HC = _hpd(), _hpd("complex128")
 I8 = _m("int8", (3, 4))
+F32, C64 = _m("float32", (3, 4)), _m("complex64", (3, 3))
+HB = np.stack([_hpd(), _hpd()])  # a batch of two Hermitian positive definite matrices
 
 # (function, args): each call runs on ndarrays (NumPy) and on the same values as Tensors
 FUNCTION_CASES = [
@@ -351,6 +380,16 @@ FUNCTION_CASES = [
     (np.full_like, (A, V3[:, None]), {}),
     (np.astype, (A, "float32"), {}),
     (np.linalg.svd, (A,), {}),
+    (np.linalg.svd, (np.stack([A, 2 * A]),), {"full_matrices": False}),
+    (np.linalg.svd, (C64,), {}),
+    (np.sum, (F32,), {"axis": 0}),
+    (np.mean, (C64,), {}),
+    (np.einsum, ("ij,jk->ik", C64, C64), {}),
+    (np.linalg.eigh, (HB,), {}),
+    (np.linalg.inv, (HB,), {}),
+    (np.linalg.det, (HB,), {}),
+    (np.linalg.solve, (H, V3[[0, 1, 2, 0]]), {}),
+    (np.linalg.qr, (F32,), {"mode": "complete"}),
     (np.linalg.svd, (C,), {"full_matrices": False}),
     (np.linalg.svd, (A,), {"compute_uv": False}),
     (np.linalg.svdvals, (C,), {}),
@@ -540,6 +579,15 @@ def test_check_grads_through_numpy_ufuncs_and_functions(dtype):
         return np.linalg.norm(np.mean(np.reshape(z, (3, 3)) ** 2, axis=0)) + np.trace(z)
 
     check_grads(f, [(3, 3), (3, 3)], dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_forward_mode_through_numpy_calls(dtype):
+    def f(x):
+        y = np.tensordot(np.tanh(x), np.conj(x), axes=([1], [1])) - np.multiply.outer(x[0], 0.5)
+        return np.stack([np.sum(y, axis=0), np.linalg.svd(y, compute_uv=False)], axis=-1)
+
+    check_jvp(f, [(3, 3)], dtype)
 
 
 def test_complex_grad_pytorch_convention():
