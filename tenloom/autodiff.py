@@ -19,8 +19,9 @@ from typing import Any
 from tenloom import api
 from tenloom.graph.autodiff import check_differentiable, jvp_nodes, vjp_nodes
 from tenloom.graph.build import lift
-from tenloom.graph.errors import DTypeError, ShapeError, fmt_shape
+from tenloom.graph.errors import DTypeError, OptionTypeError, ShapeError, fmt_shape
 from tenloom.graph.graph import Graph
+from tenloom.graph.value import Value
 from tenloom.passes import PRE_GRAD
 from tenloom.passes.options import Options
 from tenloom.runtime.options import GRAD_OPTIONS, parse_options
@@ -122,6 +123,12 @@ def grad(loss: Tensor, inputs: Any, **opts: Any) -> Any:
     options as for ``vjp``."""
     o = _check("grad", opts)
     _check_wrt("grad", inputs)
+    if not isinstance(loss, Value):
+        raise OptionTypeError(
+            f"grad: the loss is a {type(loss).__module__}.{type(loss).__name__}, not a lazy "
+            "Tensor (an evaluated value, e.g. a NumPy function tenloom does not have, called "
+            "on Tensors, is outside the graph and has no gradient)"
+        )
     if loss.shape != ():
         raise ShapeError(f"grad: the loss must be a scalar, got shape {fmt_shape(loss.shape)}")
     if loss.dtype.kind != "f":

@@ -656,3 +656,10 @@ def test_scalar_conversion_errors_are_numpys_and_need_no_evaluation():
     with pytest.raises(tl.ConcretizationError):
         if tl.asarray(np.ones(2)).sum() > 0:
             pass
+
+
+def test_grad_of_an_evaluated_value_is_a_typed_error_naming_it():
+    x = tl.asarray(np.arange(3.0))
+    evaluated = np.cumsum(x)[-1]  # evaluate-then-call: a NumPy value, outside the graph
+    with pytest.raises(tl.OptionTypeError, match="grad: the loss is a numpy.float64, not a lazy"):
+        tl.grad(evaluated, [x])
