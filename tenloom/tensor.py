@@ -46,6 +46,36 @@ class Tensor(Value):
 
         return dlpack_device(self)
 
+    # the array API standard: tenloom/array_api.py is the namespace (__array_namespace__)
+    def __array_namespace__(self, *, api_version: str | None = None):
+        """``tenloom.array_api``, the array API standard's namespace (2024.12)."""
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueError(f"__array_namespace__: api_version {api_version!r} is not supported")
+        from tenloom import array_api
+
+        return array_api
+
+    @property
+    def device(self) -> str:
+        """``"cpu"``, or ``"cuda:N"`` for a tensor of a CUDA DLPack array (tl.from_dlpack)."""
+        kind, index = self.__dlpack_device__()
+        return "cpu" if kind == 1 else f"cuda:{index}"
+
+    def to_device(self, device, /, *, stream=None) -> "Tensor":
+        """The tensor itself on its own device; the array API namespace has no transfers."""
+        if device != self.device and getattr(device, "kind", None) != self.device:
+            from tenloom.graph.errors import DeviceError
+
+            raise DeviceError(f"to_device: {device!r}; this tensor is on {self.device!r}")
+        return self
+
+    @property
+    def mT(self) -> "Tensor":
+        """The matrix transpose (the last two axes swapped)."""
+        from tenloom.array_api_linalg import matrix_transpose
+
+        return matrix_transpose(self)
+
     def _repr_svg_(self) -> str | None:
         """Jupyter: the graph as traced, as SVG (no pass runs). None, so that Jupyter shows the
         text repr, when graphviz or its ``dot`` program is missing or the graph is too big to

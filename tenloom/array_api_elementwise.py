@@ -1,0 +1,418 @@
+"""The array API standard's elementwise functions (2024.12) for ``tenloom.array_api``.
+
+Each is lazy: a tenloom builder of that meaning (``add``, ``exp``, ``maximum``, ...) under the
+standard's name, or a composite of builders (``tan`` is ``sin / cos``, ``floor`` is
+``floor_divide(x, 1)`` where finite, ``atan2`` the angle of ``log(x + iy)``, ...). The
+composites give the values to a few ulps and keep NaN and the infinities where they flow
+through; the signed-zero special cases of the standard that a composite loses are listed in
+docs/array_api.md. ``nextafter`` is missing (no builder can compose it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tenloom import api as tl
+from tenloom.graph.errors import DTypeError
+from tenloom.tensor import Tensor
+
+
+def _t(x: Any) -> Tensor:
+    return x if isinstance(x, Tensor) else tl.asarray(x)
+
+
+def _pair(a: Any, b: Any) -> tuple[Tensor, Any]:
+    """``a`` as a Tensor; ``b`` as given when it is a Python scalar (weak, NEP 50)."""
+    if not isinstance(a, Tensor) and isinstance(b, Tensor):
+        a = tl.asarray(a, dtype=np.result_type(b.dtype, a))
+    return _t(a), b
+
+
+def _need(x: Tensor, kinds: str, op: str) -> None:
+    if x.dtype.kind not in kinds:
+        names = {"b": "bool", "i": "int", "u": "uint", "f": "float", "c": "complex"}
+        allowed = ", ".join(names[k] for k in kinds)
+        raise DTypeError(f"{op}: the operand's dtype {x.dtype} is not one of the {allowed} kinds")
+
+
+def _complex_of(x: Tensor) -> np.dtype:
+    return np.result_type(x.dtype, np.complex64)
+
+
+# ---- tenloom's own builders under the standard's names --------------------------------------
+abs = tl.abs  # noqa: A001
+add = tl.add
+bitwise_and = tl.bitwise_and
+bitwise_or = tl.bitwise_or
+bitwise_xor = tl.bitwise_xor
+conj = tl.conj
+cos = tl.cos
+divide = tl.divide
+equal = tl.equal
+exp = tl.exp
+floor_divide = tl.floor_divide
+greater = tl.greater
+greater_equal = tl.greater_equal
+imag = tl.imag
+less = tl.less
+less_equal = tl.less_equal
+log = tl.log
+maximum = tl.maximum
+minimum = tl.minimum
+multiply = tl.multiply
+negative = tl.negative
+not_equal = tl.not_equal
+pow = tl.power  # noqa: A001
+real = tl.real
+remainder = tl.remainder
+sin = tl.sin
+sqrt = tl.sqrt
+subtract = tl.subtract
+tanh = tl.tanh
+
+
+def bitwise_invert(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "biu", "bitwise_invert")
+    return tl.invert(x)
+
+
+def sign(x: Any) -> Tensor:
+    """``x / |x|`` for complex (0 at 0), as the standard (NumPy 2 agrees)."""
+    x = _t(x)
+    if x.dtype.kind != "c":
+        return tl.sign(x)
+    m = tl.abs(x)
+    return tl.where(tl.equal(m, 0), tl.multiply(x, 0), tl.divide(x, tl.where(tl.equal(m, 0), 1, m)))
+
+
+def positive(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "iufc", "positive")
+    return x
+
+
+def square(x: Any) -> Tensor:
+    x = _t(x)
+    return tl.multiply(x, x)
+
+
+def reciprocal(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "reciprocal")
+    return tl.divide(1, x)
+
+
+# ---- predicates -------------------------------------------------------------------------------
+def isnan(x: Any) -> Tensor:
+    x = _t(x)
+    if x.dtype.kind == "c":
+        return tl.bitwise_or(isnan(tl.real(x)), isnan(tl.imag(x)))
+    return tl.not_equal(x, x)
+
+
+def isinf(x: Any) -> Tensor:
+    x = _t(x)
+    if x.dtype.kind == "c":
+        return tl.bitwise_or(isinf(tl.real(x)), isinf(tl.imag(x)))
+    if x.dtype.kind != "f":
+        return tl.not_equal(x, x)  # all False, x's shape
+    return tl.equal(tl.abs(x), math.inf)
+
+
+def isfinite(x: Any) -> Tensor:
+    x = _t(x)
+    if x.dtype.kind == "c":
+        return tl.bitwise_and(isfinite(tl.real(x)), isfinite(tl.imag(x)))
+    if x.dtype.kind != "f":
+        return tl.equal(x, x)
+    return tl.less(tl.abs(x), math.inf)  # False for NaN and the infinities
+
+
+def signbit(x: Any) -> Tensor:
+    """True for negative values and -0.0 (NaN's sign bit is not visible to a composite)."""
+    x = _t(x)
+    _need(x, "f", "signbit")
+    neg_zero = tl.bitwise_and(tl.equal(x, 0), tl.less(tl.divide(1, tl.where(x == 0, x, 1)), 0))
+    return tl.bitwise_or(tl.less(x, 0), neg_zero)
+
+
+# ---- logical ----------------------------------------------------------------------------------
+def _truth(x: Any) -> Tensor:
+    x = _t(x)
+    return x if x.dtype.kind == "b" else tl.not_equal(x, 0)
+
+
+def logical_not(x: Any) -> Tensor:
+    return tl.invert(_truth(x))
+
+
+def logical_and(a: Any, b: Any) -> Tensor:
+    return tl.bitwise_and(_truth(a), _truth(b))
+
+
+def logical_or(a: Any, b: Any) -> Tensor:
+    return tl.bitwise_or(_truth(a), _truth(b))
+
+
+def logical_xor(a: Any, b: Any) -> Tensor:
+    return tl.bitwise_xor(_truth(a), _truth(b))
+
+
+# ---- rounding ---------------------------------------------------------------------------------
+def floor(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "biuf", "floor")
+    if x.dtype.kind != "f":
+        return x
+    return tl.where(isfinite(x), tl.floor_divide(x, 1), x)
+
+
+def ceil(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "biuf", "ceil")
+    if x.dtype.kind != "f":
+        return x
+    return copysign(tl.negative(floor(tl.negative(x))), x)
+
+
+def trunc(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "biuf", "trunc")
+    if x.dtype.kind != "f":
+        return x
+    return tl.where(tl.less(x, 0), ceil(x), floor(x))
+
+
+def round(x: Any) -> Tensor:  # noqa: A001
+    """To the nearest integer, halves to even (NumPy's and the standard's rule)."""
+    x = _t(x)
+    if x.dtype.kind == "c":
+        return tl.add(round(tl.real(x)), tl.multiply(round(tl.imag(x)), 1j))
+    _need(x, "biuf", "round")
+    if x.dtype.kind != "f":
+        return x
+    f = floor(x)
+    d = tl.subtract(x, f)
+    even = tl.equal(tl.remainder(f, 2), 0)
+    up = tl.bitwise_or(tl.greater(d, 0.5), tl.bitwise_and(tl.equal(d, 0.5), tl.invert(even)))
+    r = tl.where(up, tl.add(f, 1), f)
+    return tl.where(isfinite(x), copysign(r, x), x)
+
+
+def copysign(a: Any, b: Any) -> Tensor:
+    a, b = _pair(a, b)
+    b = _t(b)
+    _need(a, "f", "copysign")
+    m = tl.abs(a)
+    return tl.where(signbit(tl.astype(b, np.result_type(a.dtype, b.dtype))), tl.negative(m), m)
+
+
+# ---- trigonometric and hyperbolic --------------------------------------------------------------
+def tan(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "tan")
+    if x.dtype.kind == "c":
+        return tl.multiply(tanh(tl.multiply(x, 1j)), -1j)  # tan(z) = -i tanh(iz)
+    return tl.divide(tl.sin(x), tl.cos(x))
+
+
+def sinh(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "sinh")
+    if x.dtype.kind == "c":
+        return tl.multiply(tl.subtract(tl.exp(x), tl.exp(tl.negative(x))), 0.5)
+    small = tl.less(tl.abs(x), 1)
+    e = expm1(x)  # sinh = (e^x - e^-x)/2 = (expm1(x) + expm1(x)/(expm1(x)+1)) / 2
+    near = tl.multiply(tl.add(e, tl.divide(e, tl.add(e, 1))), 0.5)
+    far = tl.multiply(tl.subtract(tl.exp(x), tl.exp(tl.negative(x))), 0.5)
+    return tl.where(small, near, far)
+
+
+def cosh(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "cosh")
+    return tl.multiply(tl.add(tl.exp(x), tl.exp(tl.negative(x))), 0.5)
+
+
+def atan2(y: Any, x: Any) -> Tensor:
+    """The angle of ``x + iy``: the imaginary part of its complex logarithm, with the standard's
+    infinities and signed zeros (the result has the sign of ``y``)."""
+    y, x = _pair(y, x)
+    x = _t(x)
+    _need(y, "f", "atan2")
+    _need(x, "f", "atan2")
+    dt = np.result_type(y.dtype, x.dtype)
+    x, y = tl.astype(x, dt), tl.astype(y, dt)
+    inf_x, inf_y = isinf(x), isinf(y)
+    some_inf = tl.bitwise_or(inf_x, inf_y)  # the directions of the infinities, as unit steps
+    xs = tl.where(some_inf, tl.where(inf_x, tl.sign(x), 0), x)
+    ys = tl.where(some_inf, tl.where(inf_y, tl.sign(y), 0), y)
+    both_zero = tl.bitwise_and(tl.equal(xs, 0), tl.equal(ys, 0))
+    xs = tl.where(both_zero, 1, xs)  # log(0) is not needed: the angle is 0 or pi
+    z = tl.add(tl.astype(xs, _complex_of(xs)), tl.multiply(ys, 1j))
+    r = tl.astype(tl.imag(tl.log(z)), dt)
+    r = tl.where(both_zero, tl.astype(tl.where(signbit(x), math.pi, 0), dt), r)
+    return copysign(tl.abs(r), y)
+
+
+def atan(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "atan")
+    if x.dtype.kind == "c":
+        return tl.multiply(atanh(tl.multiply(x, 1j)), -1j)
+    return atan2(x, tl.full(x.shape, 1, x.dtype))
+
+
+def asin(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "asin")
+    if x.dtype.kind == "c":
+        return tl.multiply(asinh(tl.multiply(x, 1j)), -1j)
+    return atan2(x, tl.sqrt(tl.multiply(tl.subtract(1, x), tl.add(1, x))))
+
+
+def acos(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "acos")
+    if x.dtype.kind == "c":
+        return tl.subtract(math.pi / 2, asin(x))
+    return atan2(tl.sqrt(tl.multiply(tl.subtract(1, x), tl.add(1, x))), x)
+
+
+def asinh(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "asinh")
+    if x.dtype.kind == "c":
+        return tl.log(tl.add(x, tl.sqrt(tl.add(tl.multiply(x, x), 1))))
+    a = tl.abs(x)
+    big = tl.greater(a, 1e150)  # x*x would overflow: asinh(a) = log(2a) there
+    a2 = tl.where(big, 0, tl.multiply(a, a))
+    small = log1p(tl.add(a, tl.divide(a2, tl.add(1, tl.sqrt(tl.add(a2, 1))))))
+    r = tl.where(big, tl.add(tl.log(a), math.log(2)), small)
+    return copysign(r, x)
+
+
+def acosh(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "acosh")
+    if x.dtype.kind == "c":
+        return tl.log(tl.add(x, tl.multiply(tl.sqrt(tl.add(x, 1)), tl.sqrt(tl.subtract(x, 1)))))
+    big = tl.greater(x, 1e150)
+    xs = tl.where(big, 2, x)
+    r = tl.log(tl.add(xs, tl.sqrt(tl.multiply(tl.subtract(xs, 1), tl.add(xs, 1)))))
+    return tl.where(big, tl.add(tl.log(x), math.log(2)), r)
+
+
+def atanh(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "atanh")
+    if x.dtype.kind == "c":
+        return tl.multiply(tl.subtract(tl.log(tl.add(1, x)), tl.log(tl.subtract(1, x))), 0.5)
+    return tl.multiply(log1p(tl.divide(tl.multiply(x, 2), tl.subtract(1, x))), 0.5)
+
+
+# ---- exponentials and logarithms --------------------------------------------------------------
+def expm1(x: Any) -> Tensor:
+    """``exp(x) - 1``; near 0 as ``2 t / (1 - t)`` with ``t = tanh(x/2)`` (no cancellation)."""
+    x = _t(x)
+    _need(x, "fc", "expm1")
+    if x.dtype.kind == "c":
+        return tl.subtract(tl.exp(x), 1)
+    t = tl.tanh(tl.multiply(x, 0.5))
+    near = tl.divide(tl.multiply(t, 2), tl.subtract(1, t))
+    return tl.where(tl.less(tl.abs(x), 1), near, tl.subtract(tl.exp(x), 1))
+
+
+def log1p(x: Any) -> Tensor:
+    """``log(1 + x)`` with Goldberg's correction ``log(u) * x / (u - 1)``, ``u = 1 + x``."""
+    x = _t(x)
+    _need(x, "fc", "log1p")
+    if x.dtype.kind == "c":
+        return tl.log(tl.add(x, 1))
+    u = tl.add(x, 1)
+    d = tl.subtract(u, 1)
+    safe = tl.where(tl.equal(d, 0), 1, d)
+    corrected = tl.multiply(tl.log(u), tl.divide(x, safe))
+    return tl.where(tl.equal(d, 0), x, tl.where(isfinite(x), corrected, tl.log(u)))
+
+
+def log2(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "log2")
+    return tl.divide(tl.log(x), math.log(2))
+
+
+def log10(x: Any) -> Tensor:
+    x = _t(x)
+    _need(x, "fc", "log10")
+    return tl.divide(tl.log(x), math.log(10))
+
+
+def logaddexp(a: Any, b: Any) -> Tensor:
+    a, b = _pair(a, b)
+    b = _t(b)
+    _need(a, "f", "logaddexp")
+    m = tl.maximum(a, b)
+    same = tl.equal(a, b)  # covers inf + inf (the difference would be NaN)
+    d = tl.negative(tl.abs(tl.subtract(a, b)))
+    r = tl.add(m, log1p(tl.exp(tl.where(same, 0, d))))
+    return tl.where(same, tl.add(a, math.log(2)), r)
+
+
+def hypot(a: Any, b: Any) -> Tensor:
+    a, b = _pair(a, b)
+    b = _t(b)
+    _need(a, "f", "hypot")
+    x, y = tl.abs(a), tl.abs(b)
+    m = tl.maximum(x, y)
+    s = tl.where(tl.equal(m, 0), 1, m)
+    r = tl.multiply(m, tl.sqrt(tl.add(square(tl.divide(x, s)), square(tl.divide(y, s)))))
+    r = tl.where(tl.equal(m, 0), 0 * m, r)
+    return tl.where(tl.bitwise_or(isinf(a), isinf(b)), math.inf, r)
+
+
+# ---- shifts ----------------------------------------------------------------------------------
+def _shift_parts(a: Any, b: Any, op: str) -> tuple[Tensor, Tensor, Tensor, int]:
+    a, b = _pair(a, b)
+    b = _t(b)
+    _need(a, "iu", op)
+    _need(b, "iu", op)
+    dt = np.result_type(a.dtype, b.dtype)
+    a, b = tl.astype(a, dt), tl.astype(b, dt)
+    bits = dt.itemsize * 8
+    scale = tl.power(
+        tl.astype(tl.asarray(2), dt), tl.clip(b, 0, bits - 2 if dt.kind == "i" else bits - 1)
+    )
+    return a, b, scale, bits
+
+
+def bitwise_left_shift(a: Any, b: Any) -> Tensor:
+    a, b, scale, bits = _shift_parts(a, b, "bitwise_left_shift")
+    out = tl.multiply(a, scale)
+    if a.dtype.kind == "i":  # a shift of bits-1 for a signed type: twice the last power
+        out = tl.where(tl.equal(b, bits - 1), tl.multiply(tl.multiply(a, scale), 2), out)
+    return tl.where(tl.greater_equal(b, bits), 0, out)
+
+
+def bitwise_right_shift(a: Any, b: Any) -> Tensor:
+    a, b, scale, bits = _shift_parts(a, b, "bitwise_right_shift")
+    out = tl.floor_divide(a, scale)
+    limit = bits - 1 if a.dtype.kind == "i" else bits
+    far = tl.astype(tl.where(tl.less(a, 0), -1, 0), a.dtype) if a.dtype.kind == "i" else 0
+    return tl.where(tl.greater_equal(b, limit), far, out)
+
+
+NAMES = [
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
+    "bitwise_invert", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift", "bitwise_xor",
+    "ceil", "conj", "copysign", "cos", "cosh", "divide", "equal", "exp", "expm1", "floor",
+    "floor_divide", "greater", "greater_equal", "hypot", "imag", "isfinite", "isinf", "isnan",
+    "less", "less_equal", "log", "log10", "log1p", "log2", "logaddexp", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "multiply", "negative",
+    "not_equal", "positive", "pow", "real", "reciprocal", "remainder", "round", "sign",
+    "signbit", "sin", "sinh", "sqrt", "square", "subtract", "tan", "tanh", "trunc",
+]  # fmt: skip
