@@ -422,11 +422,23 @@ def _einsum_vjp(node, y, xs, g):
             else:
                 seen[lab] = True
                 term_k.append(lab)
-        # labels of operand k found nowhere else: the cotangent is constant along them
+        # labels of operand k found nowhere else: the cotangent is constant along them, so it
+        # is the contraction without them broadcast along them (a view), not a contraction
+        # with ones vectors (an outer product the size of x, and a network that passes would
+        # merge into the next GEMM); a lone label repeated in x (a diagonal) keeps its ones
         lone = [lab for lab in unique if lab not in present]
+        spread = [lab for lab in lone if t.count(lab) == 1]
         for lab in lone:
-            args += [T.ones((sizes[lab],), dtype=g.dtype), [lab]]
-        cts.append(T.einsum(args[0::2], args[1::2], term_k))
+            if lab not in spread:
+                args += [T.ones((sizes[lab],), dtype=g.dtype), [lab]]
+        if not spread:
+            cts.append(T.einsum(args[0::2], args[1::2], term_k))
+            continue
+        kept = [lab for lab in term_k if lab not in spread]
+        only_g = len(args) == 2 and kept == list(out)  # the VJP of a sum: g itself, spread
+        small = g if only_g else T.einsum(args[0::2], args[1::2], kept)
+        ones_shape = tuple(1 if lab in spread else n for lab, n in zip(term_k, x.shape))
+        cts.append(T.broadcast_to(T.reshape(small, ones_shape), x.shape))
     return tuple(cts)
 
 
