@@ -16,7 +16,8 @@ parameters:
 - ``numpy``: forward and hand-derived backward in NumPy (in-place where NumPy code would be);
 - ``jax.jit``: ``jax.value_and_grad`` of the same loss and the update, jitted (CPU).
 
-The contenders are timed in turn within each round (so a loaded machine slows them alike),
+The contenders are timed in turn within each round, in an order that rotates from round to
+round (so a loaded machine, warm caches and BLAS threads left spinning favour none of them),
 after a warm-up; each figure is the median over ``--rounds`` rounds, and the ratios are
 medians over NumPy's. The results are checked against NumPy's before timing. ``--threads``
 sets the BLAS threads (threadpoolctl if installed, else the environment before NumPy loads);
@@ -182,8 +183,12 @@ def main(args) -> dict:
         for fn in steps.values():
             fn()
     times: dict[str, list[float]] = {k: [] for k in steps}
-    for _ in range(args.rounds):
-        for name, fn in steps.items():
+    names = list(steps)
+    for r in range(args.rounds):
+        # the order rotates from round to round: whoever runs after whom (caches, BLAS
+        # threads still spinning from the last GEMM) is the same for everyone
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            fn = steps[name]
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)

@@ -10,8 +10,11 @@ no op. The composites are chosen for their derivative graphs:
   ``floor_divide`` (whose derivative is zero), so the shift is the floor of the max (any
   shift near the max is as stable) and neither sweep differentiates the max (no tie masks or
   counts in a backward graph, where the mathematical contributions cancel anyway);
-- ``relu`` is ``maximum(0, x)``: the derivative at 0 is 0 (JAX's and PyTorch's choice; it is
-  ``maximum``'s tie rule with the constant first) and NaN propagates;
+- ``relu`` of a floating ``x`` is ``x * (x > 0)`` (-inf sent to 0 first, ``+ 0.0`` for the
+  sign of zero): the value is ``maximum(x, 0)``'s with NaN propagating, the derivative
+  ``g * (x > 0)`` is a multiply by the mask (0 at 0, JAX's and PyTorch's choice), which on the
+  CPU costs a tenth of the select (``np.where``) that ``maximum``'s derivative is when the
+  mask is unpredictable; integer inputs are ``maximum(0, x)``;
 - ``sigmoid`` of a real ``x`` is ``1 / (1 + e)`` for ``x >= 0`` and ``e / (1 + e)`` below,
   with ``e = exp(-|x|)`` (``scipy.special.expit``'s accuracy, no overflow, and no inf in
   either branch of the ``where``, so no NaN in its derivative); ``-|x|`` is written
@@ -90,7 +93,16 @@ def relu(x) -> Node:
             f"relu: operand 0 of shape {fmt_shape(n.shape)} is {n.dtype}; relu needs an "
             "ordered (real) dtype"
         )
-    return T.maximum(0, Value(n)).node
+    v = Value(n)
+    if n.dtype.kind not in "fc":  # integers and booleans: no infinities, no signed zeros
+        return T.maximum(0, v).node
+    # x * (x > 0): the derivative is g times the mask, a branch-free multiply, where
+    # maximum's derivative is a select (np.where), which costs 10-20x more on unpredictable
+    # masks; -inf (whose product with 0 is NaN) is first sent to 0 by a select that is
+    # almost always false (predictable, cheap), and + 0.0 turns the -0.0 of negative x * 0
+    # into +0.0
+    mask = T.astype(v > 0, v.dtype)
+    return (T.where(v == -np.inf, 0.0, v) * mask + 0.0).node
 
 
 @builder
