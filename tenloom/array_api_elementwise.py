@@ -24,11 +24,14 @@ def _t(x: Any) -> Tensor:
     return x if isinstance(x, Tensor) else tl.asarray(x)
 
 
-def _pair(a: Any, b: Any) -> tuple[Tensor, Any]:
-    """``a`` as a Tensor; ``b`` as given when it is a Python scalar (weak, NEP 50)."""
+def _pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    """Both operands as Tensors; a Python scalar takes the dtype it promotes to next to the
+    other operand (weak, NEP 50: ``float32_tensor + 1.0`` stays float32)."""
     if not isinstance(a, Tensor) and isinstance(b, Tensor):
         a = tl.asarray(a, dtype=np.result_type(b.dtype, a))
-    return _t(a), b
+    elif not isinstance(b, Tensor) and isinstance(a, Tensor):
+        b = tl.asarray(b, dtype=np.result_type(a.dtype, b))
+    return _t(a), _t(b)
 
 
 def _need(x: Tensor, kinds: str, op: str) -> None:
@@ -53,7 +56,6 @@ cos = tl.cos
 divide = tl.divide
 equal = tl.equal
 exp = tl.exp
-floor_divide = tl.floor_divide
 greater = tl.greater
 greater_equal = tl.greater_equal
 imag = tl.imag
@@ -72,6 +74,19 @@ sin = tl.sin
 sqrt = tl.sqrt
 subtract = tl.subtract
 tanh = tl.tanh
+
+
+def floor_divide(a: Any, b: Any) -> Tensor:
+    """``floor(a / b)``: NumPy's floor_divide with the standard's infinities (``inf // 2`` is
+    inf, ``1 // -inf`` is -0, where NumPy gives NaN and -1)."""
+    a, b = _pair(a, b)
+    out = tl.floor_divide(a, b)
+    if np.result_type(a.dtype, b.dtype).kind != "f":
+        return out
+    q = tl.divide(a, b)
+    inf_a, inf_b = isinf(a), isinf(b)
+    out = tl.where(tl.bitwise_and(inf_a, isfinite(b)), q, out)  # +-inf, sign from the quotient
+    return tl.where(tl.bitwise_and(isfinite(a), inf_b), q, out)  # +-0 with the quotient's sign
 
 
 def bitwise_invert(x: Any) -> Tensor:
@@ -205,7 +220,6 @@ def round(x: Any) -> Tensor:  # noqa: A001
 
 def copysign(a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b)
-    b = _t(b)
     _need(a, "f", "copysign")
     m = tl.abs(a)
     return tl.where(signbit(tl.astype(b, np.result_type(a.dtype, b.dtype))), tl.negative(m), m)
@@ -242,7 +256,6 @@ def atan2(y: Any, x: Any) -> Tensor:
     """The angle of ``x + iy``: the imaginary part of its complex logarithm, with the standard's
     infinities and signed zeros (the result has the sign of ``y``)."""
     y, x = _pair(y, x)
-    x = _t(x)
     _need(y, "f", "atan2")
     _need(x, "f", "atan2")
     dt = np.result_type(y.dtype, x.dtype)
@@ -304,7 +317,8 @@ def acosh(x: Any) -> Tensor:
     big = tl.greater(x, 1e150)
     xs = tl.where(big, 2, x)
     r = tl.log(tl.add(xs, tl.sqrt(tl.multiply(tl.subtract(xs, 1), tl.add(xs, 1)))))
-    return tl.where(big, tl.add(tl.log(x), math.log(2)), r)
+    r = tl.where(big, tl.add(tl.log(x), math.log(2)), r)
+    return tl.where(tl.less(x, 1), math.nan, r)  # below the domain (no cancellation to -inf)
 
 
 def atanh(x: Any) -> Tensor:
@@ -354,7 +368,6 @@ def log10(x: Any) -> Tensor:
 
 def logaddexp(a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b)
-    b = _t(b)
     _need(a, "f", "logaddexp")
     m = tl.maximum(a, b)
     same = tl.equal(a, b)  # covers inf + inf (the difference would be NaN)
@@ -365,7 +378,6 @@ def logaddexp(a: Any, b: Any) -> Tensor:
 
 def hypot(a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b)
-    b = _t(b)
     _need(a, "f", "hypot")
     x, y = tl.abs(a), tl.abs(b)
     m = tl.maximum(x, y)
@@ -378,7 +390,6 @@ def hypot(a: Any, b: Any) -> Tensor:
 # ---- shifts ----------------------------------------------------------------------------------
 def _shift_parts(a: Any, b: Any, op: str) -> tuple[Tensor, Tensor, Tensor, int]:
     a, b = _pair(a, b)
-    b = _t(b)
     _need(a, "iu", op)
     _need(b, "iu", op)
     dt = np.result_type(a.dtype, b.dtype)

@@ -92,8 +92,14 @@ def concat(arrays: Any, /, *, axis: int | None = 0) -> Tensor:
     return tl.concatenate([_t(a) for a in arrays], axis)
 
 
-def expand_dims(x: Any, /, *, axis: int = 0) -> Tensor:
-    return tl.expand_dims(_t(x), axis)
+def expand_dims(x: Any, /, axis: int = 0) -> Tensor:
+    x = _t(x)
+    if not -x.ndim - 1 <= axis <= x.ndim:
+        raise IndexOutOfBoundsError(
+            f"expand_dims: axis {axis} is out of range for an operand of shape "
+            f"{fmt_shape(x.shape)} (from {-x.ndim - 1} to {x.ndim})"
+        )
+    return tl.expand_dims(x, axis)
 
 
 def flip(x: Any, /, *, axis: Any = None) -> Tensor:

@@ -114,7 +114,9 @@ def vecdot(a: Any, b: Any, /, *, axis: int = -1) -> Tensor:
             f"vecdot: operands of shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} differ "
             f"along axis {axis}"
         )
-    return tl.sum(tl.multiply(tl.conj(a), b), axis)
+    out = tl.sum(tl.multiply(tl.conj(a), b), axis)
+    dt = np.result_type(a.dtype, b.dtype)  # the operands' dtype (sum widens small integers)
+    return out if out.dtype == dt else tl.astype(out, dt)
 
 
 def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Tensor:

@@ -69,6 +69,26 @@ class Tensor(Value):
             raise DeviceError(f"to_device: {device!r}; this tensor is on {self.device!r}")
         return self
 
+    def __lshift__(self, other) -> "Tensor":
+        from tenloom.array_api_elementwise import bitwise_left_shift
+
+        return bitwise_left_shift(self, other)
+
+    def __rlshift__(self, other) -> "Tensor":
+        from tenloom.array_api_elementwise import bitwise_left_shift
+
+        return bitwise_left_shift(other, self)
+
+    def __rshift__(self, other) -> "Tensor":
+        from tenloom.array_api_elementwise import bitwise_right_shift
+
+        return bitwise_right_shift(self, other)
+
+    def __rrshift__(self, other) -> "Tensor":
+        from tenloom.array_api_elementwise import bitwise_right_shift
+
+        return bitwise_right_shift(other, self)
+
     @property
     def mT(self) -> "Tensor":
         """The matrix transpose (the last two axes swapped)."""

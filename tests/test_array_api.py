@@ -302,6 +302,16 @@ def test_real_elementwise_and_special_values():
     np.testing.assert_allclose(ev(xp.logaddexp(t, u)), np.logaddexp(x, y), rtol=1e-12)
     np.testing.assert_allclose(ev(xp.expm1(xp.asarray([1e-10, 50.0]))), np.expm1([1e-10, 50.0]))
     np.testing.assert_allclose(ev(xp.log1p(xp.asarray([1e-12, -0.5]))), np.log1p([1e-12, -0.5]))
+    # the standard's infinities in floor_divide (NumPy gives NaN and -1 there)
+    got = ev(
+        xp.floor_divide(
+            xp.asarray([np.inf, -np.inf, 1.0, -1.0, 7.0]),
+            xp.asarray([2.0, 3.0, -np.inf, np.inf, 2.0]),
+        )
+    )
+    assert got[:2].tolist() == [np.inf, -np.inf] and got[4] == 3.0
+    assert got[2] == 0 and np.signbit(got[2:4]).all()
+    assert np.isnan(ev(xp.acosh(xp.asarray([-3e16, 0.5])))).all()
     c = np.array([0, 3 + 4j, -2j])
     np.testing.assert_allclose(ev(xp.sign(xp.asarray(c))), np.sign(c))
     with pytest.raises(tl.DTypeError, match="reciprocal"):
@@ -320,6 +330,10 @@ def test_shifts_and_logical(dtype):
         ev(xp.bitwise_right_shift(xp.asarray(a), xp.asarray(b))), np.right_shift(a, b)
     )
     np.testing.assert_array_equal(ev(xp.logical_xor(xp.asarray(a), 0)), a != 0)
+    t = xp.asarray(a)
+    np.testing.assert_array_equal(ev(t << 1), np.left_shift(a, 1))  # Tensor's operators
+    np.testing.assert_array_equal(ev(t >> xp.asarray(b)), np.right_shift(a, b))
+    assert (t << 1).dtype == dtype and (2 >> t).dtype == dtype
 
 
 @pytest.mark.parametrize("shape, axis", [((7,), -1), ((3, 6), 0), ((2, 3, 5), 1)])
@@ -379,6 +393,9 @@ def test_indexing_and_manipulation_against_numpy():
     np.testing.assert_array_equal(
         ev(xp.diff(t, prepend=xp.zeros((3, 4, 1)))), np.diff(x, prepend=np.zeros((3, 4, 1)))
     )
+    with pytest.raises(IndexError, match="expand_dims"):
+        xp.expand_dims(t, axis=4)
+    assert xp.expand_dims(t, -4).shape == (1, 3, 4, 5)
     with pytest.raises(tl.ShapeError, match="take"):
         xp.take(t, xp.asarray([0]))
 
