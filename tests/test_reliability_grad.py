@@ -56,7 +56,11 @@ def test_chain_gradient_networks_are_built_once(monkeypatch):
     builds add up to O(n) for a chain of n ops (they added up to n^2 / 2)."""
     n = 200
     x = tl.placeholder((8,), name="x")
-    (g,) = tl.grad(tl.sum(_chain(x, n)), [x])
+    w = tl.placeholder((8,), name="w")
+    # a weighted sum: its cotangent enters the chain as a contraction (g * w), so the chain's
+    # products merge into one network (a plain sum's cotangent is a broadcast of g, and the
+    # products stay elementwise)
+    (g,) = tl.grad(tl.dot(_chain(x, n), w), [x])
     built = []
     real = merge_module.einsum_node
 
