@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from test_autodiff import check_grads
+from test_jvp import check_jvp
 
 import tenloom as tl
 from tenloom import array_api as xp
@@ -496,3 +498,44 @@ def test_sort_and_take_are_differentiable():
     want[order[-1]] += 3.0
     want[1] += 2.0
     np.testing.assert_allclose(g, want)
+
+
+SQUASH = {  # keeps the inputs in each function's domain
+    "asin": lambda x: xp.asin(0.9 * xp.tanh(x)),
+    "acos": lambda x: xp.acos(0.9 * xp.tanh(x)),
+    "atanh": lambda x: xp.atanh(0.9 * xp.tanh(x)),
+    "acosh": lambda x: xp.acosh(x * x + 1.5),
+    "log1p": lambda x: xp.log1p(0.9 * xp.tanh(x)),
+    "log2": lambda x: xp.log2(x * x + 0.5),
+    "log10": lambda x: xp.log10(x * x + 0.5),
+}
+UNARY = ["tan", "sinh", "cosh", "atan", "asinh", "expm1", "square", "reciprocal", *SQUASH]
+UNARY_COMPLEX = ["tan", "sinh", "cosh", "expm1", "asinh", "square"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_composites_differentiate(name):
+    fn = SQUASH.get(name, getattr(xp, name))
+    check_grads(fn, [(3, 4)])
+    check_jvp(fn, [(2, 3)], mode="traced")
+    if name in UNARY_COMPLEX:
+        check_grads(fn, [(3,)], dtype="complex128")
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        xp.atan2,
+        xp.hypot,
+        xp.logaddexp,
+        lambda a, b: xp.sort(a * b, axis=0, descending=True),
+        lambda a, b: xp.take_along_axis(a, xp.argsort(b, axis=1), axis=1),
+        lambda a, b: xp.cumulative_sum(a, axis=1) * xp.cumulative_prod(b, axis=0),
+        lambda a, b: xp.var(a, axis=0, correction=1) + xp.std(b),
+        lambda a, b: xp.linalg.cross(a[:, :3], b[:, 1:]),
+        lambda a, b: xp.roll(xp.flip(a, axis=1), 1) * xp.tile(b[:1], (3, 1)),
+    ],
+)
+def test_functions_differentiate(fn):
+    check_grads(fn, [(3, 4), (3, 4)])
+    check_jvp(fn, [(3, 4), (3, 4)], mode="optimized")
