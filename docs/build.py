@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
-import re
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
