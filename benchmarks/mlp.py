@@ -201,6 +201,8 @@ def main(args) -> dict:
     print(f"{'':24s} {'median ms':>10s} {'/ numpy':>8s}")
     for name, m in med.items():
         print(f"{name:24s} {m * 1e3:10.3f} {m / base:8.2f}")
+    if "jax.jit" not in med:
+        print("(jax.jit: skipped, " + ("--no-jax)" if args.no_jax else "jax does not import)"))
     print(f"(tracing, differentiating and compiling the plan took {trace_s:.2f} s, once)")
     result = {
         "shape": [D_IN, hidden, N_CLASSES],

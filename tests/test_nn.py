@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.special as sp
+from helpers import device_params
 from tenloom.graph.ops import Op
 from tenloom.graph.ops.leaf import full_value
 from tenloom.graph.traverse import toposort
@@ -355,3 +356,21 @@ def test_a_sum_differentiates_to_a_broadcast_not_an_outer_product_with_ones():
     m = tl.placeholder((3, 3), name="m")
     gt = tl.grad(tl.einsum("ii->", m), m).evaluate(feed={m: np.zeros((3, 3))})
     np.testing.assert_array_equal(gt, np.eye(3))
+
+
+@pytest.mark.parametrize("device", device_params(include_cpu=False))
+def test_blocks_and_their_gradients_run_on_devices(device):
+    """No rule of their own: the composites and their derivatives run wherever the ops do."""
+    x = tl.placeholder((4, 5), "float32", name="x")
+    val = _x((4, 5), "float32")
+    y = tl.one_hot(np.array([0, 1, 4, 2]), 5)
+    loss = (
+        -tl.sum(y * tl.log_softmax(tl.relu(x) * 2.0 + tl.sigmoid(x), axis=1))
+        + tl.sum(tl.logsumexp(x, axis=0))
+        + tl.sum(tl.softmax(x) * y)
+    )
+    g = tl.grad(loss, x)
+    on_cpu = tl.evaluate(loss, g, feed={x: val})
+    there = tl.evaluate(loss, g, feed={x: val}, device=device)
+    for a, b in zip(there, on_cpu):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
