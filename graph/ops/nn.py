@@ -101,8 +101,8 @@ def relu(x) -> Node:
     # masks; -inf (whose product with 0 is NaN) is first sent to 0 by a select that is
     # almost always false (predictable, cheap), and + 0.0 turns the -0.0 of negative x * 0
     # into +0.0
-    mask = T.astype(v > 0, v.dtype)
-    return (T.where(v == -np.inf, 0.0, v) * mask + 0.0).node
+    # (the mask stays boolean: a float mask would be given a cotangent, a wasted product)
+    return (T.where(v == -np.inf, 0.0, v) * (v > 0) + 0.0).node
 
 
 @builder
