@@ -14,7 +14,9 @@ Nothing is random at evaluation time; a fresh draw is a fresh call.
 ``loc``/``scale`` of ``normal`` and ``low``/``high`` of ``uniform`` may be lazy Tensors: the
 draw is then the constant standard sample moved and scaled lazily (``loc + scale * z``), so it
 is differentiable with respect to them (the reparameterization trick); with plain numbers or
-arrays it is one constant. ``permutation`` of a Tensor permutes its first axis lazily.
+arrays it is one constant. ``permutation`` of a Tensor permutes its first axis lazily (a
+gather where tenloom indexes with integer arrays, else the runs of consecutive rows
+concatenated: one slice node per run).
 
 Bad arguments raise tenloom's typed errors before any draw: a dtype a method does not make is
 a DTypeError, a bad size or bound an OptionError (NumPy's ValueError), a wrong type an
@@ -28,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from tenloom import api
-from tenloom.graph.errors import DTypeError, OptionError, OptionTypeError
+from tenloom.graph.errors import DTypeError, IndexingError, OptionError, OptionTypeError
 from tenloom.graph.value import Value
 from tenloom.tensor import Tensor
 
@@ -196,16 +198,21 @@ class Generator:
 
 
 def _take_rows(x: Value, order: np.ndarray) -> Tensor:
-    """Rows of ``x`` in ``order``, lazily: as runs of consecutive rows (basic slices)
-    concatenated along the first axis."""
+    """Rows of ``x`` in ``order``, lazily: one gather where tenloom indexes with integer
+    arrays, else runs of consecutive rows (basic slices) concatenated along the first axis."""
+    t = Tensor(x.node)
     if len(order) == 0:
-        return Tensor(x.node) if type(x) is not Tensor else x
+        return t
+    try:
+        return t[order]
+    except IndexingError:  # basic indexing only: slices of the runs, concatenated
+        pass
     runs, start = [], 0
     for i in range(1, len(order) + 1):
         if i == len(order) or order[i] != order[i - 1] + 1:
             runs.append((int(order[start]), int(order[i - 1]) + 1))
             start = i
-    parts = [Tensor(x.node)[a:b] for a, b in runs]
+    parts = [t[a:b] for a, b in runs]
     return parts[0] if len(parts) == 1 else api.concatenate(parts, axis=0)
 
 
