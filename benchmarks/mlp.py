@@ -17,11 +17,14 @@ parameters:
 - ``jax.jit``: ``jax.value_and_grad`` of the same loss and the update, jitted (CPU).
 
 The contenders are timed in turn within each round, in an order that rotates from round to
-round (so a loaded machine, warm caches and BLAS threads left spinning favour none of them),
+round (so a loaded machine, warm caches and BLAS threads left spinning favour none of them;
+``--blocks`` times each contender's rounds in one block instead),
 after a warm-up; each figure is the median over ``--rounds`` rounds, and the ratios are
 medians over NumPy's. The results are checked against NumPy's before timing. ``--threads``
-sets the BLAS threads (threadpoolctl if installed, else the environment before NumPy loads);
-the default leaves BLAS as it is. The goal (issue 21): tenloom within 1.2x of NumPy.
+sets the BLAS threads (OPENBLAS/OMP/MKL_NUM_THREADS, set before NumPy loads); the default
+leaves BLAS as it is. On a small shared machine, multi-threaded BLAS thrashes whenever
+another process holds a core (10 ms steps for everyone): measure there with ``--threads 1``.
+The goal (issue 21): tenloom within 1.2x of NumPy.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ def _parse(argv):
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--threads", type=int, default=None, help="BLAS threads (default: as is)")
     p.add_argument("--no-jax", action="store_true", help="skip jax even if it imports")
+    p.add_argument(
+        "--blocks",
+        action="store_true",
+        help="time each contender's rounds in one block (multi-threaded BLAS on a shared "
+        "machine: interleaving leaves the last GEMM's threads spinning against the next)",
+    )
     p.add_argument("--json", default=None, help="write the figures to this file")
     return p.parse_args(argv)
 
@@ -184,10 +193,14 @@ def main(args) -> dict:
             fn()
     times: dict[str, list[float]] = {k: [] for k in steps}
     names = list(steps)
-    for r in range(args.rounds):
+    if args.blocks:
+        order = [[name] * args.rounds for name in names]
+    else:
         # the order rotates from round to round: whoever runs after whom (caches, BLAS
         # threads still spinning from the last GEMM) is the same for everyone
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+        order = [names[r % len(names) :] + names[: r % len(names)] for r in range(args.rounds)]
+    for group in order:
+        for name in group:
             fn = steps[name]
             t = time.perf_counter()
             fn()
@@ -205,10 +218,13 @@ def main(args) -> dict:
         print("(jax.jit: skipped, " + ("--no-jax)" if args.no_jax else "jax does not import)"))
     print(f"(tracing, differentiating and compiling the plan took {trace_s:.2f} s, once)")
     result = {
+        "command": " ".join(["python benchmarks/mlp.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "shape": [D_IN, hidden, N_CLASSES],
         "batch": batch,
         "rounds": args.rounds,
         "threads": args.threads,
+        "blocks": args.blocks,
         "cpus": os.cpu_count(),
         "median_ms": {k: m * 1e3 for k, m in med.items()},
         "ratio_to_numpy": {k: m / base for k, m in med.items()},
