@@ -16,8 +16,8 @@ parameters:
 - ``numpy``: forward and hand-derived backward in NumPy (in-place where NumPy code would be);
 - ``jax.jit``: ``jax.value_and_grad`` of the same loss and the update, jitted (CPU).
 
-The contenders are timed in turn within each round, in an order that rotates from round to
-round (so a loaded machine, warm caches and BLAS threads left spinning favour none of them;
+The contenders are timed in turn within each round, in an order drawn afresh each round
+(so a loaded machine, warm caches and BLAS threads left spinning favour none of them;
 ``--blocks`` times each contender's rounds in one block instead),
 after a warm-up; each figure is the median over ``--rounds`` rounds, and the ratios are
 medians over NumPy's. The results are checked against NumPy's before timing. ``--threads``
@@ -196,9 +196,10 @@ def main(args) -> dict:
     if args.blocks:
         order = [[name] * args.rounds for name in names]
     else:
-        # the order rotates from round to round: whoever runs after whom (caches, BLAS
-        # threads still spinning from the last GEMM) is the same for everyone
-        order = [names[r % len(names) :] + names[: r % len(names)] for r in range(args.rounds)]
+        # a fresh order each round (seeded): whoever runs after whom (caches, BLAS threads
+        # still spinning from the last GEMM) is the same for everyone on average
+        shuffle = np.random.default_rng(0)
+        order = [list(shuffle.permutation(names)) for _ in range(args.rounds)]
     for group in order:
         for name in group:
             fn = steps[name]
