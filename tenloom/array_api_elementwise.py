@@ -296,13 +296,26 @@ def acos(x: Any) -> Tensor:
     return atan2(tl.sqrt(tl.multiply(tl.subtract(1, x), tl.add(1, x))), x)
 
 
+def _big(x: Tensor) -> float:
+    """Above this magnitude ``x * x`` would overflow."""
+    return float(np.sqrt(np.finfo(x.dtype).max)) / 4
+
+
 def asinh(x: Any) -> Tensor:
+    """``log(x + sqrt(x^2 + 1))`` on the half plane Re >= 0 (odd symmetry for the other half,
+    so nothing cancels), ``log(2x)`` where ``x^2`` would overflow."""
     x = _t(x)
     _need(x, "fc", "asinh")
     if x.dtype.kind == "c":
-        return tl.log(tl.add(x, tl.sqrt(tl.add(tl.multiply(x, x), 1))))
+        neg = tl.less(tl.real(x), 0)
+        w = tl.where(neg, tl.negative(x), x)
+        big = tl.greater(tl.abs(w), _big(w))
+        ws = tl.where(big, 0, w)
+        near = tl.log(tl.add(ws, tl.sqrt(tl.add(tl.multiply(ws, ws), 1))))
+        r = tl.where(big, tl.add(tl.log(w), math.log(2)), near)
+        return tl.where(neg, tl.negative(r), r)
     a = tl.abs(x)
-    big = tl.greater(a, 1e150)  # x*x would overflow: asinh(a) = log(2a) there
+    big = tl.greater(a, _big(x))  # x*x would overflow: asinh(a) = log(2a) there
     a2 = tl.where(big, 0, tl.multiply(a, a))
     small = log1p(tl.add(a, tl.divide(a2, tl.add(1, tl.sqrt(tl.add(a2, 1))))))
     r = tl.where(big, tl.add(tl.log(a), math.log(2)), small)
@@ -314,7 +327,7 @@ def acosh(x: Any) -> Tensor:
     _need(x, "fc", "acosh")
     if x.dtype.kind == "c":
         return tl.log(tl.add(x, tl.multiply(tl.sqrt(tl.add(x, 1)), tl.sqrt(tl.subtract(x, 1)))))
-    big = tl.greater(x, 1e150)
+    big = tl.greater(x, _big(x))
     xs = tl.where(big, 2, x)
     r = tl.log(tl.add(xs, tl.sqrt(tl.multiply(tl.subtract(xs, 1), tl.add(xs, 1)))))
     r = tl.where(big, tl.add(tl.log(x), math.log(2)), r)

@@ -462,6 +462,7 @@ def _cumulative(name: str, x: Any, axis: Any, dtype: Any, include_initial: built
     tri = tl.asarray(np.tri(n, n, 0, dtype=np.bool_))  # [k, j]: j <= k
     fill = tl.full((), 0 if name == "sum" else 1, out_dt)
     out = getattr(tl, name)(tl.where(tri, tl.expand_dims(xm, -2), fill), -1)
+    out = out if out.dtype == out_dt else tl.astype(out, out_dt)
     if include_initial:
         out = tl.concatenate(
             [

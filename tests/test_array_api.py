@@ -314,6 +314,13 @@ def test_real_elementwise_and_special_values():
     assert got[:2].tolist() == [np.inf, -np.inf] and got[4] == 3.0
     assert got[2] == 0 and np.signbit(got[2:4]).all()
     assert np.isnan(ev(xp.acosh(xp.asarray([-3e16, 0.5])))).all()
+    for dt in (np.float32, np.complex64, np.complex128):  # no cancellation, no overflow
+        z = np.array([-6.3e18 + 1j, 1e30 - 2j, -2 + 1j, 0.3 - 0.2j]).astype(dt)
+        if dt == np.float32:
+            z = z.real
+        for name in ("asinh", "asin", "acos"):
+            np.testing.assert_allclose(ev(getattr(xp, name)(xp.asarray(z))),
+                                       getattr(np, "arc" + name[1:])(z), rtol=1e-5)  # fmt: skip
     c = np.array([0, 3 + 4j, -2j])
     np.testing.assert_allclose(ev(xp.sign(xp.asarray(c))), np.sign(c))
     with pytest.raises(tl.DTypeError, match="reciprocal"):
@@ -355,6 +362,9 @@ def test_sorting_searching_against_numpy(shape, axis):
     np.testing.assert_array_equal(ev(xp.argmin(t, axis=axis, keepdims=True)),
                                   np.argmin(x, axis=axis, keepdims=True))  # fmt: skip
     np.testing.assert_allclose(ev(xp.cumulative_sum(t, axis=axis)), np.cumsum(x, axis=axis))
+    u8 = xp.asarray(np.array([200, 100], np.uint8))
+    assert xp.cumulative_sum(u8).dtype == np.uint64
+    assert ev(xp.cumulative_sum(u8, dtype=xp.uint8, include_initial=True)).tolist() == [0, 200, 44]
     y = x + 1
     np.testing.assert_allclose(
         ev(xp.cumulative_prod(xp.asarray(y), axis=axis, include_initial=True)),
