@@ -30,7 +30,7 @@ raise); ``int``, ``float``, ``complex`` and ``operator.index`` evaluate.
 knows one device, ``"cpu"`` (``t.device``; a tensor built from a CUDA DLPack array reports
 ``"cuda:N"``). ``device=`` accepts ``None`` and ``"cpu"``, anything else raises DeviceError.
 
-Missing (listed in docs/array_api.md): ``nextafter``, the ``fft`` extension, in-place
+Missing (listed in docs/array_api.md): the ``fft`` extension, in-place
 ``__setitem__`` (Tensors are immutable) and the bitwise shift operators on Tensor.
 """
 

@@ -5,7 +5,7 @@ standard's name, or a composite of builders (``tan`` is ``sin / cos``, ``floor``
 ``floor_divide(x, 1)`` where finite, ``atan2`` the angle of ``log(x + iy)``, ...). The
 composites give the values to a few ulps and keep NaN and the infinities where they flow
 through; the signed-zero special cases of the standard that a composite loses are listed in
-docs/array_api.md. ``nextafter`` is missing (no builder can compose it).
+docs/array_api.md.
 """
 
 from __future__ import annotations
@@ -400,6 +400,38 @@ def hypot(a: Any, b: Any) -> Tensor:
     return tl.where(tl.bitwise_or(isinf(a), isinf(b)), math.inf, r)
 
 
+# ---- nextafter -------------------------------------------------------------------------------
+def nextafter(a: Any, b: Any) -> Tensor:
+    """The float next to ``a`` toward ``b``: ``a`` plus or minus one unit in the last place,
+    the unit read from the binary exponent of ``|a|`` (a power of two, computed exactly; half a
+    unit when stepping down from a power of two), subnormals and zero included."""
+    a, b = _pair(a, b)
+    _need(a, "f", "nextafter")
+    _need(b, "f", "nextafter")
+    dt = np.result_type(a.dtype, b.dtype)
+    a, b = tl.astype(a, dt), tl.astype(b, dt)
+    fi = np.finfo(dt)
+    emin, p = int(fi.minexp), int(fi.nmant)
+    two = tl.full((), 2, dt)
+    m = tl.abs(a)
+    usable = tl.bitwise_and(tl.greater(m, 0), isfinite(m))
+    e = floor(log2(tl.where(usable, m, 1)))
+    for _ in range(2):  # log2 is a few ulps off near powers of two: settle the exponent
+        e = tl.where(tl.greater(tl.power(two, e), m), tl.subtract(e, 1), e)
+        e = tl.where(tl.less_equal(tl.power(two, tl.add(e, 1)), m), tl.add(e, 1), e)
+    e = tl.maximum(e, emin)  # subnormals share the smallest exponent's unit
+    ulp = tl.power(two, tl.subtract(e, p))
+    toward_zero = tl.bitwise_xor(tl.less(b, a), tl.less(a, 0))
+    at_power = tl.bitwise_and(tl.equal(m, tl.power(two, e)), tl.greater(e, emin))
+    step = tl.where(tl.bitwise_and(toward_zero, at_power), tl.multiply(ulp, 0.5), ulp)
+    out = tl.where(tl.greater(b, a), tl.add(a, step), tl.subtract(a, step))
+    tiny = float(fi.smallest_subnormal)
+    out = tl.where(tl.equal(a, 0), tl.astype(tl.where(tl.greater(b, 0), tiny, -tiny), dt), out)
+    out = tl.where(isinf(a), tl.multiply(tl.sign(a), float(fi.max)), out)
+    out = tl.where(tl.equal(a, b), b, out)
+    return tl.where(tl.bitwise_or(isnan(a), isnan(b)), math.nan, out)
+
+
 # ---- shifts ----------------------------------------------------------------------------------
 def _shift_parts(a: Any, b: Any, op: str) -> tuple[Tensor, Tensor, Tensor, int]:
     a, b = _pair(a, b)
@@ -437,6 +469,7 @@ NAMES = [
     "floor_divide", "greater", "greater_equal", "hypot", "imag", "isfinite", "isinf", "isnan",
     "less", "less_equal", "log", "log10", "log1p", "log2", "logaddexp", "logical_and",
     "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "multiply", "negative",
+    "nextafter",
     "not_equal", "positive", "pow", "real", "reciprocal", "remainder", "round", "sign",
     "signbit", "sin", "sinh", "sqrt", "square", "subtract", "tan", "tanh", "trunc",
 ]  # fmt: skip

@@ -104,6 +104,7 @@ STANDARD_NAMES = [
     "minimum",
     "multiply",
     "negative",
+    "nextafter",
     "not_equal",
     "positive",
     "pow",
@@ -321,6 +322,15 @@ def test_real_elementwise_and_special_values():
         for name in ("asinh", "asin", "acos"):
             np.testing.assert_allclose(ev(getattr(xp, name)(xp.asarray(z))),
                                        getattr(np, "arc" + name[1:])(z), rtol=1e-5)  # fmt: skip
+    for dt in (np.float32, np.float64):  # every kind of step, exactly NumPy's
+        fi = np.finfo(dt)
+        a = [1, 1, 0, -0.0, 2, 2, -2, fi.smallest_subnormal, fi.max, np.inf, 3.3, fi.tiny, np.nan]
+        b = [2, 0, 1, -1, 0, 3, 0, 0, np.inf, 0, -np.inf, 0, 1]
+        a, b = np.array(a, dt), np.array(b, dt)
+        got = ev(xp.nextafter(xp.asarray(a), xp.asarray(b)))
+        assert got.dtype == dt
+        np.testing.assert_array_equal(got, np.nextafter(a, b))
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(np.nextafter(a, b)))
     c = np.array([0, 3 + 4j, -2j])
     np.testing.assert_allclose(ev(xp.sign(xp.asarray(c))), np.sign(c))
     with pytest.raises(tl.DTypeError, match="reciprocal"):
