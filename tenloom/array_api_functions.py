@@ -444,16 +444,17 @@ def std(
 
 
 def _cumulative(name: str, x: Any, axis: Any, dtype: Any, include_initial: builtins.bool) -> Tensor:
+    op = f"cumulative_{name}"
     x = _t(x)
     if axis is None:
         if x.ndim > 1:
             raise ShapeError(
-                f"{name}: axis=None needs a 0-d or 1-d operand, not {fmt_shape(x.shape)}"
+                f"{op}: axis=None needs a 0-d or 1-d operand, not {fmt_shape(x.shape)}"
             )
         axis = 0
     if x.ndim == 0:
         x = tl.reshape(x, (1,))
-    ax = _axis(axis, x.ndim, name)
+    ax = _axis(axis, x.ndim, op)
     out_dt = (
         np.dtype(dtype) if dtype is not None else getattr(tl, name)(tl.zeros((1,), x.dtype)).dtype
     )

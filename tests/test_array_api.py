@@ -559,3 +559,47 @@ def test_composites_differentiate(name):
 def test_functions_differentiate(fn):
     check_grads(fn, [(3, 4), (3, 4)])
     check_jvp(fn, [(3, 4), (3, 4)], mode="optimized")
+
+
+M = xp.asarray(np.ones((2, 3)))
+V = xp.asarray(np.ones(3))
+ERRORS = [
+    (lambda: xp.result_type(), tl.OptionError, "result_type"),
+    (lambda: xp.result_type(1, 2.0), tl.OptionTypeError, "result_type"),
+    (lambda: xp.meshgrid(V, indexing="ji"), tl.OptionError, "meshgrid"),
+    (lambda: xp.asarray([1.5], dtype=np.float16), tl.DTypeError, "asarray"),
+    (lambda: xp.broadcast_arrays(M, xp.ones(2)), tl.ShapeError, "broadcast_arrays"),
+    (lambda: xp.unstack(xp.asarray(1.0)), tl.ShapeError, "unstack"),
+    (lambda: xp.roll(M, (1, 2), axis=0), tl.ShapeError, "roll"),
+    (lambda: xp.flip(M, axis=2), IndexError, "flip"),
+    (lambda: xp.take(V, xp.asarray([0.5])), tl.DTypeError, "take"),
+    (lambda: xp.take_along_axis(M, xp.asarray([0])), tl.ShapeError, "take_along_axis"),
+    (lambda: xp.argmax(xp.asarray([True])), tl.DTypeError, "argmax"),
+    (lambda: xp.argmin(xp.zeros((2, 0)), axis=1), tl.ShapeError, "argmin"),
+    (lambda: xp.nonzero(xp.asarray(1.0)), tl.ShapeError, "nonzero"),
+    (lambda: xp.searchsorted(M, V), tl.ShapeError, "searchsorted"),
+    (lambda: xp.searchsorted(V, V, side="middle"), tl.OptionError, "searchsorted"),
+    (lambda: xp.sort(xp.asarray(1.0)), tl.ShapeError, "sort"),
+    (lambda: xp.argsort(xp.asarray([1j])), tl.DTypeError, "argsort"),
+    (lambda: xp.cumulative_sum(M), tl.ShapeError, "cumulative_sum"),
+    (lambda: xp.atan2(xp.asarray([1]), V), tl.DTypeError, "atan2"),
+    (lambda: xp.nextafter(xp.asarray([1]), 2), tl.DTypeError, "nextafter"),
+    (lambda: xp.bitwise_left_shift(V, 1), tl.DTypeError, "bitwise_left_shift"),
+    (lambda: xp.bitwise_invert(V), tl.DTypeError, "bitwise_invert"),
+    (lambda: xp.floor(xp.asarray([1j])), tl.DTypeError, "floor"),
+    (lambda: xp.matrix_transpose(V), tl.ShapeError, "matrix_transpose"),
+    (lambda: xp.linalg.outer(M, V), tl.ShapeError, "outer"),
+    (lambda: xp.vecdot(M, xp.ones(2)), tl.ShapeError, "vecdot"),
+    (lambda: xp.linalg.matrix_rank(V), tl.ShapeError, "matrix_rank"),
+    (
+        lambda: xp.linalg.cross(xp.asarray([True] * 3), xp.asarray([True] * 3)),
+        tl.DTypeError,
+        "cross",
+    ),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize("call, error, name", ERRORS, ids=[e[2] for e in ERRORS])
+def test_errors_name_the_function(call, error, name):
+    with pytest.raises(error, match=name):
+        call()
