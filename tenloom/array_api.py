@@ -138,14 +138,9 @@ def result_type(*arrays_and_dtypes: Any) -> np.dtype:
 
 
 def can_cast(from_: Any, to: Any, /) -> builtins.bool:
-    a, b = _as_dtype(from_), np.dtype(to)
-    if a.kind == "b" or b.kind == "b":
-        return a == b or b.kind == "b" and a.kind == "b"
-    if a.kind in "fc" and b.kind in "iu":
-        return False
-    if a.kind == "c" and b.kind == "f":
-        return False
-    return builtins.bool(np.can_cast(a, b, "safe"))
+    """Whether ``astype`` from ``from_`` to ``to`` keeps every value (NumPy's "safe" casting:
+    bool to any, integers to wider integers and floats, floats to wider floats and complex)."""
+    return builtins.bool(np.can_cast(_as_dtype(from_), np.dtype(to), "safe"))
 
 
 finfo_object = namedtuple("finfo_object", ["bits", "eps", "max", "min", "smallest_normal", "dtype"])

@@ -101,7 +101,9 @@ def sign(x: Any) -> Tensor:
     if x.dtype.kind != "c":
         return tl.sign(x)
     m = tl.abs(x)
-    return tl.where(tl.equal(m, 0), tl.multiply(x, 0), tl.divide(x, tl.where(tl.equal(m, 0), 1, m)))
+    return tl.where(
+        tl.equal(m, 0), tl.zeros((), x.dtype), tl.divide(x, tl.where(tl.equal(m, 0), 1, m))
+    )
 
 
 def positive(x: Any) -> Tensor:
@@ -221,8 +223,10 @@ def round(x: Any) -> Tensor:  # noqa: A001
 def copysign(a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b)
     _need(a, "f", "copysign")
-    m = tl.abs(a)
-    return tl.where(signbit(tl.astype(b, np.result_type(a.dtype, b.dtype))), tl.negative(m), m)
+    _need(b, "f", "copysign")
+    dt = np.result_type(a.dtype, b.dtype)
+    m = tl.abs(tl.astype(a, dt))
+    return tl.where(signbit(tl.astype(b, dt)), tl.negative(m), m)
 
 
 # ---- trigonometric and hyperbolic --------------------------------------------------------------

@@ -490,10 +490,18 @@ def cumulative_prod(
 def clip(x: Any, /, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     x = _t(x)
     out = x
-    if min is not None:
-        out = tl.where(tl.less(out, min), min, out)
-    if max is not None:
-        out = tl.where(tl.greater(out, max), max, out)
+    for bound, beyond in ((min, tl.less), (max, tl.greater)):
+        if bound is None:
+            continue
+        hit = beyond(out, bound)
+        if x.dtype.kind == "f":  # a NaN bound gives NaN, as the standard says
+            hit = tl.bitwise_or(
+                hit,
+                isnan(
+                    _t(bound) if not isinstance(bound, float) else tl.asarray(bound, dtype=x.dtype)
+                ),
+            )
+        out = tl.where(hit, bound, out)
     return tl.astype(out, x.dtype) if out.dtype != x.dtype else out
 
 

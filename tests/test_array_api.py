@@ -233,6 +233,7 @@ def test_dtype_functions():
     assert xp.result_type(xp.asarray([1], dtype=xp.int32), 1.0) == np.float64
     assert xp.result_type(xp.asarray([1.0], dtype=xp.float32), 1.0) == xp.float32
     assert xp.can_cast(xp.int8, xp.int16) and not xp.can_cast(xp.float64, xp.float32)
+    assert xp.can_cast(xp.bool, xp.float64) and xp.can_cast(xp.uint8, xp.int16)
     assert not xp.can_cast(xp.float32, xp.int64) and not xp.can_cast(xp.complex64, xp.float64)
     assert xp.isdtype(xp.int8, "signed integer") and xp.isdtype(xp.uint8, "integral")
     assert xp.isdtype(xp.float32, ("bool", "real floating")) and not xp.isdtype(xp.bool, "numeric")
@@ -331,6 +332,8 @@ def test_real_elementwise_and_special_values():
         assert got.dtype == dt
         np.testing.assert_array_equal(got, np.nextafter(a, b))
         np.testing.assert_array_equal(np.signbit(got), np.signbit(np.nextafter(a, b)))
+    assert not np.signbit(ev(xp.sign(xp.asarray([-0.0 - 0.0j]))).real).any()
+    assert xp.copysign(xp.asarray(np.float32([1])), xp.asarray([-1.0])).dtype == np.float64
     c = np.array([0, 3 + 4j, -2j])
     np.testing.assert_allclose(ev(xp.sign(xp.asarray(c))), np.sign(c))
     with pytest.raises(tl.DTypeError, match="reciprocal"):
@@ -437,6 +440,7 @@ def test_statistics_and_utility_against_numpy():
     assert ev(xp.any(xp.zeros((0,)))).item() is False
     assert ev(xp.count_nonzero(xp.asarray([[1, 0], [2, 3]]), axis=0)).tolist() == [2, 1]
     np.testing.assert_array_equal(ev(xp.clip(t, -0.5, xp.asarray(0.25))), np.clip(x, -0.5, 0.25))
+    assert np.isnan(ev(xp.clip(t, None, math.nan))).all() and xp.clip(t, 0, 1).dtype == np.float32
 
 
 def test_linalg_extension():
