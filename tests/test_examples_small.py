@@ -6,6 +6,7 @@ here independently), and the output its header docstring promises is printed."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from functools import reduce
 from pathlib import Path
@@ -43,6 +44,37 @@ def test_header_docstring_says_what_how_and_prints(module):
     assert f"python examples/{module.__name__}.py" in doc
     assert f"python examples/{module.__name__}.py --small" in doc
     assert "Prints" in doc
+
+
+# the line of output each script ends with (its command line, run as a program)
+LAST_LINE = {
+    "circuit_amplitude": "|difference| =",
+    "inspect_graph": "|y - NumPy| =",
+    "mlp": "training accuracy",
+    "mps_expectation": "|dE| =",
+    "multi_device_slicing": "relative difference =",
+    "peps_norm": "dense |psi|^2",
+    "quimb_interop": "max |difference| =",
+    "vqe_gradient": "exact ground energy",
+}
+
+
+@pytest.mark.parametrize("module", SCRIPTS, ids=lambda m: m.__name__)
+def test_command_line(module, tmp_path):
+    """``python examples/NAME.py --small`` as the header says, from the repository root."""
+    if module is quimb_interop:
+        pytest.importorskip("quimb.tensor")
+    extra = ["--backend", "threads"] if module is multi_device_slicing else []
+    extra += ["--out", str(tmp_path)] if module is inspect_graph else []
+    run = subprocess.run(
+        [sys.executable, "-W", "ignore", f"examples/{module.__name__}.py", "--small", *extra],
+        cwd=EXAMPLES.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert LAST_LINE[module.__name__] in run.stdout.strip().splitlines()[-1]
 
 
 def test_circuit_amplitude(capsys):
