@@ -124,22 +124,24 @@ def open_devices(names: Sequence[str]) -> list[Any]:
 # ---- memory limits -------------------------------------------------------------------------
 
 
-def check_limit_feasible(graph: Graph, limit: int) -> None:
+def check_limit_feasible(graph: Graph, limit: int, caller: str = "evaluate") -> None:
     """Refuse at once, before any pass or search, a ``memory_limit`` that no slicing can meet:
-    one input alone, or the outputs together, exceed it."""
+    one input alone, or the outputs together, exceed it. Every caller with a limit checks it
+    (evaluate, compile, explain, dump, visualize), cached optimization or not, so that they all
+    agree."""
     from tenloom.passes.cost import PREEXISTING
 
     outs = {id(o): o for o in graph.outputs}
     out_bytes = sum(o.nbytes for o in outs.values())
     if out_bytes > limit:
         raise MemoryLimitError(
-            f"evaluate: the outputs alone need {out_bytes} bytes, more than "
+            f"{caller}: the outputs alone need {out_bytes} bytes, more than "
             f"memory_limit={limit} bytes; no slicing can fit"
         )
     for node in graph.order:
         if node.op in PREEXISTING and node.nbytes > limit:
             raise MemoryLimitError(
-                f"evaluate: input {node.op.value} {node.dtype}{fmt_shape(node.shape)} alone "
+                f"{caller}: input {node.op.value} {node.dtype}{fmt_shape(node.shape)} alone "
                 f"needs {node.nbytes} bytes, more than memory_limit={limit} bytes; no slicing "
                 f"can fit (at {node.where})"
             )
@@ -259,7 +261,7 @@ def optimize_within_limit(
     checked after it. ``hit``/``key``: the caller's own cache lookup (evaluate binds its feed
     to the cached graph before optimizing)."""
     limit = options.memory_limit
-    if limit is not None and hit is None:
+    if limit is not None:  # also on a cache hit: explain may have optimized it unchecked
         check_limit_feasible(graph, limit)
     optimized = hit if hit is not None else optimize(graph, options, key=key)
     if limit is not None:
@@ -272,6 +274,8 @@ def optimize_tensors(tensors: Sequence[Any], opts: Any, caller: str) -> tuple[Gr
     ``caller``'s): what dump, to_networkx, visualize and the CLI show."""
     o = parse_options(caller, opts)
     graph = build_graph(tensors)
+    if o.memory_limit is not None:
+        check_limit_feasible(graph, o.memory_limit, caller)
     return graph, optimize(graph, o)
 
 

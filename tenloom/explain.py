@@ -13,7 +13,7 @@ from tenloom.passes.cost import einsum_sizes, graph_flops, peak_bytes
 from tenloom.passes.eliminate_permutations import count_copies
 from tenloom.passes.options import Options
 from tenloom.runtime.options import parse_options
-from tenloom.runtime.session import build_graph, optimize
+from tenloom.runtime.session import build_graph, check_limit_feasible, optimize
 
 
 @dataclass
@@ -133,6 +133,8 @@ def explain(*tensors: Any, **opts: Any) -> Report:
     """
     o = parse_options("explain", opts)  # checked as evaluate checks them, before any work
     graph = build_graph(tensors)
+    if o.memory_limit is not None:  # a limit no slicing can meet: refused as evaluate does
+        check_limit_feasible(graph, o.memory_limit, "explain")
     rows = [_row("traced", graph)]
     networks: list[Network] = []
     # evaluate's own optimization (cached), with the graph after each pass
