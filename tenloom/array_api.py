@@ -30,8 +30,10 @@ raise); ``int``, ``float``, ``complex`` and ``operator.index`` evaluate.
 knows one device, ``"cpu"`` (``t.device``; a tensor built from a CUDA DLPack array reports
 ``"cuda:N"``). ``device=`` accepts ``None`` and ``"cpu"``, anything else raises DeviceError.
 
-Missing (listed in docs/array_api.md): the ``fft`` extension, in-place
-``__setitem__`` (Tensors are immutable) and the bitwise shift operators on Tensor.
+Missing (docs/array_api.md lists the conformance suite's failures): the ``fft`` extension,
+``__setitem__`` (Tensors are immutable), integer-array and boolean-mask indices in
+``Tensor.__getitem__`` (``take``/``take_along_axis`` gather), and the special values of complex
+composites with infinite or NaN parts (no op assembles a complex from its parts).
 """
 
 from __future__ import annotations
