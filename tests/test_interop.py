@@ -4,6 +4,7 @@ GPU and CuPy."""
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
 import sys
 
@@ -422,21 +423,14 @@ def test_helper_gradients(dtype):
 # ---- quimb and cotengra on tenloom arrays ----------------------------------------------------
 
 
+# the example's own builders (examples/quimb_interop.py), so the test and the example agree
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "examples"))
+from quimb_interop import on_tenloom as _on_tenloom  # noqa: E402
+from quimb_interop import random_circuit  # noqa: E402
+
+
 def _random_circuit(qtn, n=6, depth=4, seed=0):
-    rng = np.random.default_rng(seed)
-    circ = qtn.Circuit(n)
-    for d in range(depth):
-        for i in range(n):
-            circ.apply_gate("U3", *rng.uniform(0, 2 * np.pi, 3), i)
-        for i in range(d % 2, n - 1, 2):
-            circ.apply_gate("CZ", i, i + 1)
-    return circ
-
-
-def _on_tenloom(tn):
-    tn = tn.copy()
-    tn.apply_to_arrays(tl.asarray)
-    return tn
+    return random_circuit(qtn, n, depth, seed)
 
 
 def test_quimb_circuit_amplitude():
