@@ -140,3 +140,15 @@ class Tensor(Value):
         from tenloom.numpy_protocols import item
 
         return item(self, args)
+
+    @property
+    def at(self):
+        """Functional updates, JAX's spelling: ``t.at[idx].set(v)``, ``.add(v)``,
+        ``.multiply(v)``, ``.get()`` return new Tensors (tenloom/updates.py)."""
+        from tenloom.updates import IndexUpdater  # def at: functional updates
+
+        return IndexUpdater(self)
+
+
+# def at's module: also registers the evaluator of lazy boolean masks (graph/ops/gather.py)
+from tenloom import updates as _updates  # noqa: E402, F401

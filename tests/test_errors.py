@@ -379,14 +379,21 @@ def test_two_ellipses_in_index():
         lambda t: np.array([True, False, True]),
         lambda t: t > 0,
         lambda t: (slice(None), [1, 2]),
-        lambda t: 1.5,
     ],
-    ids=["list", "int-array", "bool-array", "bool-tensor", "list-in-tuple", "float"],
+    ids=["list", "int-array", "bool-array", "bool-tensor", "list-in-tuple"],
 )
-def test_advanced_indexing_rejected(make_index):
+def test_advanced_indexing_matches_numpy(make_index):
+    """Advanced indexing is supported (graph/ops/gather.py, tests/test_advanced_indexing.py)."""
+    t = A(3, 4)
+    a = t.evaluate()
+    k = make_index(t)
+    np.testing.assert_array_equal(t[k].evaluate(), a[make_index(a)])
+
+
+def test_float_index_rejected():
     t = A(3, 4)
     with pytest.raises((tl.TenloomError, TypeError, IndexError)) as info:
-        t[make_index(t)]
+        t[1.5]
     assert str(info.value)
 
 

@@ -178,6 +178,13 @@ EXTRA = {
         "complex128",
         False,
     ),
+    # advanced indexing and functional updates (GATHER, SCATTER_ADD: graph/ops/gather.py)
+    "gather_scatter_add": (
+        lambda x: x.at[[0, 0], [1, 1]].add(x[[1, 2], [3, 0]]) + x[[2, 0, 2], ::-1],
+        [S],
+        "complex128",
+        False,
+    ),
 }
 
 CASES = {

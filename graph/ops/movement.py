@@ -648,6 +648,10 @@ def getitem(x, key) -> Node:
     n = lift(x, "getitem")
     if not isinstance(key, tuple):
         key = (key,)
+    from tenloom.graph.ops.gather import advanced_getitem, is_advanced  # advanced indexing
+
+    if any(is_advanced(k) for k in key):
+        return advanced_getitem(n, key)
     for k in key:
         if isinstance(k, (bool, np.bool_)) or not (
             k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))
