@@ -365,3 +365,29 @@ def test_save_load_and_dump(tmp_path):
     np.testing.assert_array_equal(np.asarray(got), want)
     text = tl.dump(out)
     assert "gather" in text and "scatter_add[size=12]" in text
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+def test_cuda_gather_scatter_add_and_updates(dtype):
+    """On CUDA the references run on CuPy arrays (x[idx], np.add.at -> CuPy's add.at)."""
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() == 0:
+            pytest.skip("no CUDA GPU")
+    except Exception:
+        pytest.skip("no CUDA driver")
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((5, 6)).astype(dtype)
+    t = tl.asarray(a)
+    out = t[[4, -1, 0], 1:] * 2 + 0
+    np.testing.assert_allclose(out.evaluate(device="cuda:0"), a[[4, -1, 0], 1:] * 2, rtol=1e-6)
+    upd = t.at[[0, 0, 3], [1, 1, 5]].add(np.ones(3, dtype))
+    want = a.copy()
+    np.add.at(want, ([0, 0, 3], [1, 1, 5]), 1)
+    np.testing.assert_allclose(upd.evaluate(device="cuda:0"), want, rtol=1e-6)
+    x = tl.placeholder((5, 6), dtype, name="x")
+    (g,) = tl.grad(tl.sum(tl.real(x[[0, 0, 2], [1, 1, 3]] * 3)), [x])
+    got = tl.evaluate(g, feed={x: a}, device="cuda:0")[0]
+    want = np.zeros_like(a)
+    np.add.at(want, ([0, 0, 2], [1, 1, 3]), 3)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
