@@ -125,7 +125,7 @@ def _device_feed(value: Any, ph: Node, devices: Any, leaf: bool = False) -> Any:
             f"feed: placeholder {name!r} has shape {fmt_shape(ph.shape)} but the array bound "
             f"to it has shape {fmt_shape(shape)}"
         )
-    dtype = np.dtype(str(value.dtype).replace("torch.", ""))
+    dtype = array_dtype(value, f"feed: placeholder {name!r}")
     if dtype != ph.dtype:
         if not np.can_cast(dtype, ph.dtype, "safe"):
             raise DTypeError(
@@ -136,6 +136,20 @@ def _device_feed(value: Any, ph: Node, devices: Any, leaf: bool = False) -> Any:
 
         return cp.asarray(value).astype(ph.dtype)
     return value
+
+
+def array_dtype(value: Any, where: str) -> np.dtype:
+    """The NumPy dtype of an array from another library (CuPy's are NumPy's; torch's print as
+    'torch.float32'); a DTypeError naming ``where`` for one NumPy has not (bfloat16)."""
+    dt = value.dtype
+    try:
+        return np.dtype(dt)
+    except TypeError:
+        pass
+    try:
+        return np.dtype(str(dt).replace("torch.", ""))
+    except TypeError:
+        raise DTypeError(f"{where}: dtype {dt} has no NumPy equivalent") from None
 
 
 def _cuda_index(value: Any) -> int | None:

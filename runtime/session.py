@@ -147,7 +147,7 @@ def check_limit_feasible(graph: Graph, limit: int, caller: str = "evaluate") -> 
             )
 
 
-def check_memory_limit(graph: Graph, limit: int) -> None:
+def check_memory_limit(graph: Graph, limit: int, caller: str = "evaluate") -> None:
     """Raise MemoryLimitError when the predicted peak of intermediates and outputs still exceeds
     ``limit`` after slicing (the part that slicing cannot shrink: elementwise work, outputs),
     naming the peak and the biggest node."""
@@ -157,7 +157,7 @@ def check_memory_limit(graph: Graph, limit: int) -> None:
     if peak > limit:
         biggest = max(graph.order, key=lambda n: n.nbytes)
         raise MemoryLimitError(
-            f"evaluate: predicted peak memory {peak} bytes exceeds memory_limit={limit} bytes; "
+            f"{caller}: predicted peak memory {peak} bytes exceeds memory_limit={limit} bytes; "
             f"the largest array is {biggest.op.value} {biggest.dtype}{biggest.shape} "
             f"({biggest.nbytes} bytes) at {biggest.where}"
         )
@@ -276,7 +276,10 @@ def optimize_tensors(tensors: Sequence[Any], opts: Any, caller: str) -> tuple[Gr
     graph = build_graph(tensors)
     if o.memory_limit is not None:
         check_limit_feasible(graph, o.memory_limit, caller)
-    return graph, optimize(graph, o)
+    optimized = optimize(graph, o)
+    if o.memory_limit is not None:  # the predicted peak refused as evaluate refuses it
+        check_memory_limit(optimized.graph, o.memory_limit, caller)
+    return graph, optimized
 
 
 # ---- around a run --------------------------------------------------------------------------

@@ -27,8 +27,12 @@ def concrete(t: Tensor, op: str, remedy: str, **opts: Any) -> np.ndarray:
     """The value of ``t``, evaluated now (with ``opts``, such as ``device=``) because ``op``
     needs it for a shape; ``DataDependentShapeError`` naming ``op`` and ``remedy`` when ``t``
     depends on a placeholder."""
+    from tenloom.runtime.executor import device_leaf
+
     for n in toposort([t.node]):
-        if n.op is Op.PLACEHOLDER:
+        # a placeholder that is a device-resident leaf (tl.from_dlpack of a CUDA array) has
+        # its value: only a traced function's inputs have none
+        if n.op is Op.PLACEHOLDER and device_leaf(n) is None:
             raise DataDependentShapeError(
                 f"{op}: the result's shape depends on the values of its operand, which "
                 f"depends on the placeholder {n.attrs.name!r} of a traced function; {remedy}"

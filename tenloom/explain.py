@@ -13,7 +13,12 @@ from tenloom.passes.cost import einsum_sizes, graph_flops, peak_bytes
 from tenloom.passes.eliminate_permutations import count_copies
 from tenloom.passes.options import Options
 from tenloom.runtime.options import parse_options
-from tenloom.runtime.session import build_graph, check_limit_feasible, optimize
+from tenloom.runtime.session import (
+    build_graph,
+    check_limit_feasible,
+    check_memory_limit,
+    optimize,
+)
 
 
 @dataclass
@@ -140,6 +145,8 @@ def explain(*tensors: Any, **opts: Any) -> Report:
     # evaluate's own optimization (cached), with the graph after each pass
     optimized = optimize(graph, o, stages=True)
     final = optimized.graph
+    if o.memory_limit is not None:  # the predicted peak refused as evaluate refuses it
+        check_memory_limit(final, o.memory_limit, "explain")
     captured = dict(optimized.stages or ())
     for name, g in captured.items():
         rows.append(_row(name, g, optimized.stats.get(name)))

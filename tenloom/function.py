@@ -19,6 +19,7 @@ from tenloom import api
 from tenloom.graph.errors import DTypeError
 from tenloom.graph.value import Value
 from tenloom.runtime import plan as plan_mod
+from tenloom.runtime.executor import array_dtype
 from tenloom.tensor import Tensor
 
 
@@ -70,13 +71,14 @@ def function(fn: Callable | None = None, **opts: Any):
             # CUDA arrays stay where they are (the plan binds them on its device; see
             # runtime/executor.py bind_feed); everything else becomes a NumPy array
             arrays = [a if hasattr(a, "__cuda_array_interface__") else np.asarray(a) for a in args]
-            sig = tuple((tuple(a.shape), np.dtype(a.dtype).str) for a in arrays)
+            dts = [array_dtype(a, f"{f.__name__}: argument {i}") for i, a in enumerate(arrays)]
+            sig = tuple((tuple(a.shape), dt.str) for a, dt in zip(arrays, dts))
             hit = plans.get(sig)
             if hit is None:
                 plan_mod.COUNTERS["traces"] += 1
                 phs = [
-                    api.placeholder(tuple(a.shape), np.dtype(a.dtype), name=f"arg{i}")
-                    for i, a in enumerate(arrays)
+                    api.placeholder(tuple(a.shape), dt, name=f"arg{i}")
+                    for i, (a, dt) in enumerate(zip(arrays, dts))
                 ]
                 out = f(*phs)
                 leaves, rebuild = _flatten(out)

@@ -27,6 +27,7 @@ composites of abs, sum, max, sqrt and svdvals, in graph/ops/norms.py.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tenloom.concrete import concrete
@@ -97,14 +98,31 @@ def tensor_svd(
     max_rank, cutoff = _ts.check_truncation(max_rank, cutoff, cutoff_mode)
     if max_rank is None and cutoff > 0:
         t = Tensor(_b.lift(t, "tensor_svd"))
-        s = Tensor(_b.tensor_svd(t, left, eps=eps)[1])
-        sv = concrete(
-            s,
+        # every option checked before anything runs: a traced graph at the bound K, whose own
+        # kept count (the graph's comparison, in its dtype) is then evaluated
+        lax, rax = _ts.split_axes(t.shape, left)
+        k = min(math.prod(t.shape[i] for i in lax), math.prod(t.shape[i] for i in rax))
+        probe = _b.tensor_svd(
+            t,
+            left,
+            max_rank=max(k, 1),
+            cutoff=cutoff,
+            cutoff_mode=cutoff_mode,
+            absorb=absorb,
+            eps=eps,
+            return_rank=True,
+        )
+        if device is not None:
+            from tenloom.runtime.options import parse_device_name
+
+            parse_device_name("tensor_svd", device)
+        kept = concrete(
+            Tensor(probe[-1]),
             "tensor_svd",
             "pass max_rank= (a bound; the cutoff zeroes what it cuts below it)",
             **({} if device is None else {"device": device}),
         )
-        max_rank = _ts.kept_count(sv, cutoff, cutoff_mode)
+        max_rank = max(1, int(kept))
     out = _b.tensor_svd(
         t,
         left,

@@ -74,3 +74,32 @@ def test_outputs_never_alias_a_fed_device_array():
     out = (x + 0).evaluate(feed={x: a}, device="cuda:0", to_host=False)
     out[0] = 7
     assert float(a[0]) == 1.0
+
+
+class FakeTorchCudaTensor(FakeCudaArray):
+    """torch's dtypes print as 'torch.float32' and are not NumPy dtypes."""
+
+    class dtype:  # noqa: N801
+        def __str__(self):
+            return "torch.float64"
+
+    dtype = dtype()
+
+
+def test_functions_read_torch_dtypes_and_device_leaves_are_not_traced_inputs():
+    @tl.function
+    def double(x):
+        return x * 2
+
+    # the dtype is understood; the run is on the CPU, so the CUDA array is refused by name
+    with pytest.raises(tl.DeviceError, match="FakeTorchCudaTensor on cuda:0, but the program"):
+        double(FakeTorchCudaTensor())
+    # a device-resident leaf (tl.from_dlpack of a CUDA array) has a value: a data-dependent
+    # shape evaluates it (here on the CPU, refused), it is not a traced function's input
+    from tenloom.runtime.executor import register_device_leaf
+
+    leaf = tl.placeholder((3,), name="dl")
+    register_device_leaf(leaf.node, FakeCudaArray())
+    m = tl.reshape(leaf, (3, 1)) * tl.ones((1, 2))
+    with pytest.raises(tl.DeviceError, match="program runs on cpu"):
+        tl.linalg.tensor_svd(m, 0, cutoff=0.1)

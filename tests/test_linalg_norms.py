@@ -214,8 +214,8 @@ def test_pinv_gradient_of_a_rank_deficient_matrix_along_rank_keeping_directions(
 def test_exactly_zero_singular_values_keep_the_spectral_norm_gradient_finite(dtype):
     """The spectral norm of a rank-deficient rectangular matrix is differentiable (its largest
     singular value is simple): its gradient is u_0 v_0^H. The singular values' own rules
-    (graph/ops/spectra.py) divide by nothing, and the SVD's rules divide by a singular value
-    only where it is not exactly zero."""
+    (graph/ops/spectra.py) divide by nothing, so this stays finite although the full SVD's
+    rules give nan there (tests/test_linalg_spectra.py)."""
     a = np.zeros((4, 3), dtype)
     a[0, 0], a[1, 1] = 2.0, 1.0
     x = tl.placeholder((4, 3), dtype)

@@ -103,3 +103,23 @@ def test_errors_and_save_load(tmp_path):
     a = np.random.default_rng(0).normal(size=(3, 3))
     for g, w in zip(back(a), plan(a)):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_an_exactly_zero_singular_value_is_nan_in_the_svd_rule_not_a_wrong_number(dtype):
+    """U S Vh of a matrix with a zero row is A itself, so the gradient of sum(W * U S Vh) is W;
+    the SVD rule alone cannot see the factor s_i that cancels its 1 / s_i, so it must not
+    return a finite wrong number (taking 1/0 as 0 did: off by 0.4): nan says so. The
+    singular values' own rule stays exact."""
+    rng = np.random.default_rng(4)
+    a = _rand(rng, (3, 4), dtype)
+    a[2] = 0
+    w = _rand(rng, (3, 4), dtype)
+    x = tl.placeholder((3, 4), dtype, name="x")
+    u, s, vh = tl.linalg.svd(x, full_matrices=False)
+    loss = tl.sum(tl.real((u * s) @ vh * tl.conj(tl.asarray(w))))
+    (g,) = tl.evaluate(*tl.grad(loss, [x]), feed={x: a})
+    bad = ~np.isfinite(g)
+    assert bad.any() or np.allclose(g, w, atol=1e-10)  # never finite and wrong
+    (gs,) = tl.evaluate(*tl.grad(tl.sum(tl.linalg.svdvals(x) ** 2), [x]), feed={x: a})
+    np.testing.assert_allclose(gs, 2 * a, atol=1e-12)

@@ -264,3 +264,27 @@ def test_return_rank_counts_the_kept_singular_values_in_a_traced_function():
     assert len(out) == 5 and int(out[-1].evaluate()) == 2
     with pytest.raises(tl.OptionTypeError, match="return_rank"):
         tl.linalg.tensor_svd(a, 0, return_rank="yes")
+
+
+def test_the_evaluated_rank_is_the_graphs_own_and_keeps_at_least_one():
+    """float32 singular values compared in float32 (as the graph does); a cutoff that cuts
+    everything keeps the largest value (a bond of one, as quimb and ITensor); options are
+    checked before anything runs."""
+    for a, cutoff, mode, want in [
+        (np.diag(np.float32([1, 0.1])), 0.1, "rel", 1),
+        (np.diag(np.float32([1, 0.3])), 0.3, "abs", 1),
+        (np.diag([2.0, 2.0]), 1.0, "rel", 1),
+        (np.diag([2.0, 2.0]), 5.0, "abs", 1),
+        (np.diag([2.0, 1.0]), 1.0, "discarded", 1),
+    ]:
+        u, s, vh, d, rank = tl.linalg.tensor_svd(
+            a, 0, cutoff=cutoff, cutoff_mode=mode, return_rank=True
+        )
+        assert s.shape == (want,) and int(rank.evaluate()) == want
+        assert np.all(s.evaluate() > 0)  # no zero-padded column without a max_rank
+    with pytest.raises(tl.OptionError, match="absorb"):
+        tl.linalg.tensor_svd(np.eye(3), 0, cutoff=0.1, absorb="x")
+    with pytest.raises(tl.OptionTypeError, match="return_rank"):
+        tl.linalg.tensor_svd(np.eye(3), 0, cutoff=0.1, return_rank="y")
+    with pytest.raises(tl.DeviceError):
+        tl.linalg.tensor_svd(np.eye(3), 0, cutoff=0.1, device="cuda:99")

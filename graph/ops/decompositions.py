@@ -38,8 +38,8 @@ broadened as for eigh (``eps``, in units of the singular values squared), plus, 
 matrices, the gauge: the phase of each singular pair split evenly,
 i Im(dP_ii) / (2 s_i) on the diagonal of U^H dU and its opposite on V^H dV; and for
 rectangular matrices the parts outside the spans, (I - UU^H) dA V S^-1 and
-(I - VV^H) dA^H U S^-1 (for an exactly zero singular value S^-1 is taken as 0, the
-pseudo-inverse's convention, so these terms vanish instead of giving nan). As for eigh, only
+(I - VV^H) dA^H U S^-1 (an exactly zero singular value makes these inf or nan: the true
+derivative is then a limit that only the whole loss knows). As for eigh, only
 gauge-invariant functions (U f(s) V^H, |U_ij|^2, anything of s) match finite differences for
 complex matrices; for real ones the signs are locally constant and U, V differentiate.
 ``full_matrices=True`` for M != N adds the columns U_perp (M > N) or V_perp (M < N, the rows
@@ -431,19 +431,18 @@ def _svd_parts(node, y, x):
 
 
 def _inv_s(s: Value) -> Value:
-    """1 / s with 1 / 0 taken as 0 (the pseudo-inverse's convention): the terms of a
-    rectangular or complex SVD that divide by a singular value vanish for an exactly zero one
-    instead of making 0 / 0 = nan, which is exact where the cotangent does not reach its
-    singular pair (the spectral norm of a rank-deficient matrix, say)."""
-    zero = s == 0
-    return T.where(zero, T.zeros((), dtype=s.dtype), 1 / T.where(zero, T.ones((), s.dtype), s))
+    """1 / s for the terms of a rectangular or complex SVD that divide by a singular value. An
+    exactly zero one gives inf or nan, on purpose: the true derivative there is a limit of the
+    composed function (the cotangent often carries a factor s_i that cancels it, as for
+    U S Vh), which no rule for the node alone can take, so 0 would be silently wrong."""
+    return 1 / s
 
 
 def _svd_jvp(node, y, xs, ts):
     (x,), (t,) = xs, ts
     u, s, v, f, up, vp = _svd_parts(node, y, x)
     m, n, k = _qr_sizes(x.shape)
-    isr = T.expand_dims(_inv_s(s), -2)  # divides columns by S, 0 for a zero singular value
+    isr = T.expand_dims(_inv_s(s), -2)  # divides columns by S
     sr = T.expand_dims(s, -2)  # scales columns: X * sr = X S
     sc = T.expand_dims(s, -1)  # scales rows: sc * X = S X
     dp = mH(u) @ t @ v
@@ -553,6 +552,7 @@ def eigh(a: Any, UPLO: str = "L", *, eps: float = DEFAULT_EPS) -> tuple[Node, No
     (..., M, M), with LAPACK's phases. Only the ``UPLO`` triangle is read. ``eps`` (>= 0)
     broadens 1 / (w_j - w_i) in the derivatives to (w_j - w_i) / ((w_j - w_i)^2 + eps)."""
     n = lift(a, "eigh")
+    UPLO = UPLO.upper() if isinstance(UPLO, str) else UPLO  # noqa: N806  (NumPy takes "l", "u")
     if UPLO not in ("L", "U"):
         raise OptionError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
@@ -571,6 +571,7 @@ def eigvalsh(a: Any, UPLO: str = "L", *, eps: float = DEFAULT_EPS) -> Node:  # n
     EIGH of the same operand where there is one. ``eps`` is checked as for :func:`eigh` (the
     eigenvalues' derivatives need no broadening)."""
     n = lift(a, "eigvalsh")
+    UPLO = UPLO.upper() if isinstance(UPLO, str) else UPLO  # noqa: N806  (NumPy takes "l", "u")
     if UPLO not in ("L", "U"):
         raise OptionError(f"eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}")
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):

@@ -8,13 +8,15 @@ on the values. The rule (reused for every data-dependent shape, see docs/linalg.
 
 - with ``max_rank`` given, the rank is ``r = min(max_rank, K)`` (K = min(M, N)), a bound fixed
   at trace time: a ``cutoff`` that cuts more zeroes the extra singular values and their
-  vectors (the results keep r columns, zero-padded), inside the graph;
+  vectors (the results keep r columns, zero-padded), inside the graph; the largest singular
+  value is always kept;
 - without ``max_rank`` and with ``cutoff == 0``, r = K;
 - without ``max_rank`` and with ``cutoff > 0``, the rank depends on the values: the builder
   here refuses (``DataDependentShapeError``), and the front end (``tl.linalg.tensor_svd``)
-  evaluates the singular values up to this decomposition, counts the kept ones and builds the
-  graph with that rank as the bound. A traced function (placeholders) has no values: there the
-  front end raises the same error, asking for ``max_rank``.
+  evaluates this graph's own kept count (``return_rank`` at the bound K, so the comparison is
+  the graph's, in its dtype) and builds the graph with that rank as the bound. A traced
+  function (placeholders) has no values: there the front end raises the same error, asking
+  for ``max_rank``.
 
 **Cutoffs** (``cutoff_mode``): ``"rel"`` keeps s_i > cutoff * s_0 (quimb's default), ``"abs"``
 keeps s_i > cutoff, ``"discarded"`` drops the smallest singular values as long as their
@@ -89,16 +91,9 @@ def check_truncation(max_rank: Any, cutoff: Any, cutoff_mode: Any, op: str = "te
     return max_rank, float(cutoff)
 
 
-def kept_count(s: np.ndarray, cutoff: float, cutoff_mode: str) -> int:
-    """How many of the descending singular values ``s`` (1-D, a NumPy array) a cutoff keeps:
-    the rank the front end fixes after evaluating them (at least 1, so the bond survives)."""
-    s = np.asarray(s, dtype=np.float64)
-    return max(1, int(np.asarray(_keep(s, cutoff, cutoff_mode, np)).sum()))
-
-
 def _keep(s, cutoff: float, mode: str, xp):
     """The keep mask of descending singular values ``s`` (NumPy arrays or Values: ``xp`` is
-    numpy or ``V``)."""
+    numpy or ``V``), before the first value is forced in (see ``tensor_svd``)."""
     if mode == "abs":
         return s > cutoff
     if mode == "rel":
@@ -159,6 +154,9 @@ def tensor_svd(
         rank = T.asarray(np.array(r, dtype=np.int64))
     else:  # the cutoff's keep mask, over all K singular values, and the cut at r
         keep = T.astype(_keep(s, cutoff, cutoff_mode, T), s.dtype)
+        # the largest singular value always stays (as quimb and ITensor): a cutoff that cuts
+        # everything leaves a bond of one, not a zero tensor
+        keep = T.maximum(keep, T.asarray((np.arange(k) == 0).astype(s.dtype)))
         if r < k:
             keep = keep * T.asarray((np.arange(k) < r).astype(s.dtype))
         discarded = T.sum(s * s * (1 - keep))
