@@ -53,8 +53,10 @@ def fmt_shape(shape: tuple[int, ...]) -> str:
 
 
 class IndexingError(TenloomError, TypeError, IndexError):
-    """An index kind tenloom does not trace (advanced indexing with arrays, lists or bools) or
-    an index that is none (``x[1.0]``); also an IndexError, as NumPy raises there."""
+    """An index tenloom cannot take: one that is none (``x[1.0]``, two Ellipses), index arrays
+    that do not broadcast together, or a mask whose shape does not fit; also an IndexError, as
+    NumPy raises there. Integer arrays, lists and boolean masks are traced
+    (graph/ops/gather.py)."""
 
 
 class ConcretizationError(TenloomError, TypeError):
