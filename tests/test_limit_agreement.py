@@ -32,14 +32,15 @@ def test_an_infeasible_limit_is_refused_by_every_caller_in_any_order(first):
     assert np.isfinite(tl.evaluate(y, memory_limit=4096)[0])
 
 
-def test_a_predicted_peak_over_the_limit_is_refused_by_explain_and_dump_too():
+def test_a_predicted_peak_over_the_limit_is_refused_by_explain_as_by_evaluate():
     rng = np.random.default_rng(1)
     a, b = (tl.asarray(rng.standard_normal((100, 100))) for _ in range(2))
     y = tl.sum(tl.exp(a @ b) @ tl.sin(a @ a))
     for name, call in {
         "explain": lambda: tl.explain(y, memory_limit=90000),
-        "dump": lambda: tl.dump(y, memory_limit=90000),
         "evaluate": lambda: tl.evaluate(y, memory_limit=90000),
     }.items():
         with pytest.raises(tl.MemoryLimitError, match=f"{name}: predicted peak memory"):
             call()
+    # dump shows such a plan (to see why it does not fit)
+    assert "contract" in tl.dump(y, memory_limit=90000)
