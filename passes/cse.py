@@ -97,7 +97,11 @@ def cse(graph: Graph, ctx: PassContext) -> Graph:
         fp[id(node)] = hash((node.op.code, node.shape, node.dtype.num, key, *kids))
         return node
 
-    res = _share_decompositions(map_graph(graph, fn))
+    res = map_graph(graph, fn)
+    # until nothing changes: a substitution rebuilds the nodes above it, whose own values-only
+    # decompositions are then matched on the next round
+    while (shared := _share_decompositions(res)) is not res:
+        res = shared
     ctx.record("cse", reordered=swapped, nodes_merged=before - len(res.order))
     return res
 

@@ -123,3 +123,18 @@ def test_an_exactly_zero_singular_value_is_nan_in_the_svd_rule_not_a_wrong_numbe
     assert bad.any() or np.allclose(g, w, atol=1e-10)  # never finite and wrong
     (gs,) = tl.evaluate(*tl.grad(tl.sum(tl.linalg.svdvals(x) ** 2), [x]), feed={x: a})
     np.testing.assert_allclose(gs, 2 * a, atol=1e-12)
+
+
+def test_nested_values_only_decompositions_are_shared_too():
+    """svdvals of an operand built from svdvals: after the inner one becomes a view, the outer
+    operand is rebuilt, and its svdvals is still shared with its svd."""
+    x = tl.placeholder((4, 4), name="x")
+    inner = tl.linalg.svdvals(x)
+    m = inner[:, None] * inner[None, :] + x
+    outs = [tl.linalg.svdvals(m), tl.linalg.svd(m)[0], tl.linalg.svd(x)[0], inner]
+    text = tl.dump(*outs)
+    assert text.count("svd[") == 2 and "svdvals(" not in text
+    a = np.random.default_rng(5).normal(size=(4, 4))
+    got = tl.evaluate(*outs, feed={x: a})
+    sa = np.linalg.svd(a, compute_uv=False)
+    np.testing.assert_allclose(got[0], np.linalg.svd(np.outer(sa, sa) + a, compute_uv=False))
