@@ -309,3 +309,18 @@ def test_opencl_runs_the_elementwise_norms_and_names_svd_for_the_others(ocl):
             t.evaluate(device=ocl, feed={p: x})
     with pytest.raises(tl.DeviceError, match=f"{ocl}: no kernel for op 'eigh'"):
         tl.linalg.pinv(p[:, :3], hermitian=True).evaluate(device=ocl, feed={p: x})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+def test_nan_and_inf_entries_propagate_as_numpy(dtype):
+    """The zero-safe root must not turn a NaN sum into 0 (it did: NaN > 0 is False)."""
+    for bad in (np.nan, np.inf):
+        a = np.ones((3, 4), dtype)
+        a[0, 1] = bad
+        for ord_ in (None, "fro"):
+            assert_close(tl.linalg.norm(a, ord_).evaluate(), np.linalg.norm(a, ord_))
+        for p in (2, 3, 0.5):
+            assert_close(
+                tl.linalg.vector_norm(a, axis=1, ord=p).evaluate(),
+                np.linalg.vector_norm(a, axis=1, ord=p),
+            )

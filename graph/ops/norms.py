@@ -52,11 +52,12 @@ def _abs2(v: Value) -> Value:
 
 
 def _root(s: Value, p: float) -> Value:
-    """s ** (1 / p) for s >= 0, p > 0; 0 where s is 0 with a zero derivative there."""
-    pos = s > 0
-    base = T.where(pos, s, 1.0)
+    """s ** (1 / p) for s >= 0, p > 0; 0 where s is 0 with a zero derivative there. The test is
+    ``s == 0``, not ``s > 0``, so that NaN (a NaN entry) stays NaN, as NumPy's norm gives."""
+    zero = s == 0
+    base = T.where(zero, 1.0, s)
     r = T.sqrt(base) if p == 2 else base ** (1.0 / p)
-    return T.where(pos, r, 0.0)
+    return T.where(zero, 0.0, r)
 
 
 def _vector_ord(ord: Any, op: str) -> float:  # noqa: A002
