@@ -249,15 +249,67 @@ def clear_caches() -> None:
         cache.clear()
 
 
+# ---- the disk cache folder ------------------------------------------------------------------
+
+CACHE_ENV = "TENLOOM_CACHE_DIR"  # overrides the user cache folder (tests point it at a tmp dir)
+# bumped when what the disk caches hold changes meaning (the cost model, the search budgets):
+# files written under another format are never read
+DISK_FORMAT = 1
+
+
+def cache_folder(cache_dir: Any) -> str | None:
+    """The folder the disk caches (paths, slicings, copy-layout timings) use for the option
+    ``cache_dir``: a folder given; ``None`` the default, ``$TENLOOM_CACHE_DIR`` or else the
+    user cache folder (``$XDG_CACHE_HOME/tenloom``, ``~/.cache/tenloom``; ``%LOCALAPPDATA%``
+    on Windows, ``~/Library/Caches`` on macOS); ``False`` (or an empty variable) none."""
+    import os
+    import sys
+
+    if cache_dir is False:
+        return None
+    if cache_dir is not None:
+        return os.fspath(cache_dir)
+    env = os.environ.get(CACHE_ENV)
+    if env is not None:
+        return env or None
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
+    elif sys.platform == "darwin":
+        base = os.path.expanduser("~/Library/Caches")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "tenloom")
+
+
+_DISK_KEY: list[str] = []
+
+
+def disk_key() -> str:
+    """What a disk cache entry is valid for: tenloom's version and the disk format."""
+    if _DISK_KEY:
+        return _DISK_KEY[0]
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("tenloom")
+    except PackageNotFoundError:  # a source checkout run without installing
+        v = "source"
+    _DISK_KEY.append(f"{v}/{DISK_FORMAT}")
+    return _DISK_KEY[0]
+
+
 __all__ = [
+    "CACHE_ENV",
     "CacheInfo",
     "CacheReport",
     "Computed",
     "FunctionCache",
     "LRUCache",
     "Table",
+    "cache_folder",
     "cache_info",
     "clear_caches",
+    "disk_key",
     "counter",
     "register",
 ]
