@@ -3,8 +3,8 @@
 Build computations lazily with the functions below, then ``evaluate`` them.
 """
 
+from tenloom import fft, linalg, random  # random: tl.random, a seeded Generator of lazy constants
 from tenloom import interop as _interop
-from tenloom import linalg, random  # random: tl.random, a seeded Generator of lazy constants
 from tenloom.api import *  # noqa: F403  (every public op: tenloom/api.py)
 from tenloom.api import einsum
 from tenloom.autodiff import grad, hvp, jvp, value_and_grad, vjp

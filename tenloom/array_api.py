@@ -3,9 +3,10 @@
 ``t.__array_namespace__()`` returns this module. Its functions take and return lazy Tensors
 and are built on tenloom's public ops (tenloom/api.py, ``tl.linalg``): the elementwise
 functions in tenloom/array_api_elementwise.py, the ``linalg`` extension in
-tenloom/array_api_linalg.py. Dtypes are NumPy's ``dtype`` objects (``Tensor.dtype`` is one),
-and type promotion is NumPy's, which agrees with the standard wherever the standard defines
-it (Python scalars are weak).
+tenloom/array_api_linalg.py; the ``fft`` extension is ``tl.fft`` itself (tenloom/fft.py).
+Dtypes are NumPy's ``dtype`` objects (``Tensor.dtype`` is one), and type promotion is
+NumPy's, which agrees with the standard wherever the standard defines it (Python scalars are
+weak).
 
 **Lazy.** Every function builds graph nodes and runs nothing, so it works inside traced
 functions and is differentiable where the standard's function is. Several have no tenloom
@@ -30,7 +31,7 @@ raise); ``int``, ``float``, ``complex`` and ``operator.index`` evaluate.
 knows one device, ``"cpu"`` (``t.device``; a tensor built from a CUDA DLPack array reports
 ``"cuda:N"``). ``device=`` accepts ``None`` and ``"cpu"``, anything else raises DeviceError.
 
-Missing (docs/array_api.md lists the conformance suite's failures): the ``fft`` extension,
+Missing (docs/array_api.md lists the conformance suite's failures):
 ``__setitem__`` (Tensors are immutable), integer-array and boolean-mask indices in
 ``Tensor.__getitem__`` (``take``/``take_along_axis`` gather), and the special values of complex
 composites with infinite or NaN parts (no op assembles a complex from its parts).
@@ -47,6 +48,7 @@ import numpy as np
 
 from tenloom import api as tl
 from tenloom import array_api_linalg as linalg
+from tenloom import fft  # the fft extension: tl.fft itself (tenloom/fft.py)
 from tenloom.array_api_elementwise import *  # noqa: F403 (the NAMES below)
 from tenloom.array_api_elementwise import NAMES as _ELEMENTWISE
 from tenloom.array_api_functions import *  # noqa: F403 (manipulation, statistics, ...)
@@ -362,6 +364,6 @@ __all__ = [
     "complex128", "e", "pi", "inf", "nan", "newaxis", "astype", "can_cast", "finfo", "iinfo",
     "isdtype", "result_type", "arange", "asarray", "empty", "empty_like", "eye", "from_dlpack",
     "full", "full_like", "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros",
-    "zeros_like", "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot",
+    "zeros_like", "linalg", "fft", "matmul", "matrix_transpose", "tensordot", "vecdot",
     *_ELEMENTWISE, *_FUNCTIONS,
 ]  # fmt: skip

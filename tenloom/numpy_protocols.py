@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from tenloom import api as tl
+from tenloom import fft as tlf
 from tenloom import linalg as tla
 from tenloom.graph import build as _b
 from tenloom.graph.errors import ConcretizationError, OptionTypeError, ShapeError, fmt_shape
@@ -558,6 +559,59 @@ for _path, _impl in _NUMPY2.items():
         _obj = getattr(_obj, _part, None)
     if _obj is not None:
         FUNCTIONS[_obj] = _impl
+
+
+# numpy.fft: tl.fft's functions (lazy). Evaluated then called instead: out=, float16 input
+# (NumPy's irfft and hfft keep float16) and what tl.fft refuses where NumPy goes on: repeated
+# axes, s without axes, and irfftn's s[-1] = -1 (NumPy takes m points, tl.fft 2 * (m - 1)).
+def _distinct(axes: Any, ndim: int) -> bool:
+    try:
+        return len({operator.index(a) % max(ndim, 1) for a in axes}) == len(axes)
+    except TypeError:  # not ints: tl.fft's own error
+        return True
+
+
+def _np_fft(name: str) -> Callable:
+    fn = getattr(tlf, name)
+
+    def adapter(a, n=None, axis=-1, norm=None, out=None):
+        a = _lift(a)
+        _need(out is None and a.dtype != np.float16)
+        return fn(a, n, axis, norm)
+
+    return adapter
+
+
+def _np_fftn(name: str) -> Callable:
+    fn = getattr(tlf, name)
+
+    def adapter(a, s=None, axes=None, norm=None, out=None):
+        a = _lift(a)
+        _need(out is None and a.dtype != np.float16 and (s is None or axes is not None))
+        _need(axes is None or _distinct(axes, a.ndim))
+        _need(name != "irfftn" or s is None or -1 not in list(s))
+        return fn(a, s, axes, norm)
+
+    return adapter
+
+
+def _np_shift(name: str) -> Callable:
+    fn = getattr(tlf, name)
+
+    def adapter(x, axes=None):
+        x = _lift(x)
+        _need(axes is None or isinstance(axes, (int, np.integer)) or _distinct(axes, x.ndim))
+        return fn(x, axes)
+
+    return adapter
+
+
+for _name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft"):
+    FUNCTIONS[getattr(np.fft, _name)] = _np_fft(_name)
+for _name in ("fftn", "ifftn", "rfftn", "irfftn"):
+    FUNCTIONS[getattr(np.fft, _name)] = _np_fftn(_name)
+for _name in ("fftshift", "ifftshift"):
+    FUNCTIONS[getattr(np.fft, _name)] = _np_shift(_name)
 
 
 def _function_name(func: Callable) -> str:

@@ -185,6 +185,13 @@ EXTRA = {
         "complex128",
         False,
     ),
+    # tl.fft (FFT_C2C, FFT_C2R, FFT_R2C: graph/ops/fft.py; its own cases in tests/test_fft.py)
+    "c_fft": (
+        lambda x: tl.fft.rfft(tl.fft.irfft(tl.fft.fft(x, axis=0), n=6)) * x,
+        [S],
+        "complex128",
+        False,
+    ),
 }
 
 CASES = {

@@ -421,6 +421,19 @@ FUNCTION_CASES = [
     (np.linalg.multi_dot, ([V3, A, B, B.T],), {}),
     (np.linalg.matrix_transpose, (A[None],), {}),
     (np.matrix_transpose, (A,), {}),
+    # numpy.fft: tl.fft (tests/test_fft.py has the rest)
+    (np.fft.fft, (C,), {"n": 5, "norm": "ortho"}),
+    (np.fft.ifft, (A,), {"axis": 0}),
+    (np.fft.rfft, (A,), {"n": 6}),
+    (np.fft.irfft, (C,), {"axis": 0, "norm": "forward"}),
+    (np.fft.hfft, (C,), {"n": 5}),
+    (np.fft.ihfft, (I8,), {}),
+    (np.fft.fftn, (A,), {"s": (2, 5), "axes": (1, 0)}),
+    (np.fft.ifftn, (C,), {}),
+    (np.fft.rfftn, (A,), {"axes": (0, 1)}),
+    (np.fft.irfftn, (C,), {"s": (3, 4), "axes": (0, 1)}),
+    (np.fft.fftshift, (A,), {}),
+    (np.fft.ifftshift, (A,), {"axes": 1}),
 ]
 STATIC_CASES = [(np.shape, (A,), {}), (np.ndim, (A,), {}), (np.size, (A,), {"axis": -1})]
 STATIC_CASES += [(np.size, (A,), {}), (np.result_type, (I8, 1.5), {})]

@@ -47,6 +47,7 @@ from tenloom.graph.ops import fused  # noqa: E402, F401
 from tenloom.graph.ops import sliced  # noqa: E402, F401
 from tenloom.graph.ops import nn  # noqa: E402, F401  (composites only: defines no op)
 from tenloom.graph.ops import gather  # noqa: E402, F401  (advanced indexing)
+from tenloom.graph.ops import fft  # noqa: E402, F401  (tl.fft)
 from tenloom.graph import build, value  # noqa: E402
 
 value.bind(build)

@@ -134,7 +134,9 @@ def parallel_sum_kernel(node: Node, ref):
 
 def _contract(be: Backend, node: Node):
     a, b = node.inputs
-    if node.nbytes < buffers.POOL_MIN_BYTES:  # small: the plain kernel has less to do
+    # operand copies are pooled by their own size (issue 22): a small result of big operands
+    # (a matrix-vector product of a transposed matrix) copies them into arena buffers too
+    if max(node.nbytes, a.nbytes, b.nbytes) < buffers.POOL_MIN_BYTES:  # small: the plain kernel
         return contract_kernel(a.shape, b.shape, node.attrs, tune=may_time)
     dtype = np.result_type(a.dtype, b.dtype)
     return contract_kernel(a.shape, b.shape, node.attrs, buffers, dtype, may_time)
@@ -165,6 +167,27 @@ def _sum(be: Backend, node: Node):
     return None  # the reference
 
 
+FFT_THREADED = 1 << 15  # elements; smaller transforms run on one thread (no pool round trip)
+
+
+def _fft(be: Backend, node: Node):
+    """The transforms of graph/ops/fft.py by scipy.fft rather than the numpy.fft reference: the
+    same pocketfft, but batches spread over the evaluation's threads (``workers=``; each
+    transform is computed whole by one thread, so the bits do not depend on the count) and
+    single precision computed in single precision on every NumPy (numpy.fft before 2.0 uses
+    double)."""
+    import scipy.fft
+    from tenloom.graph.ops.fft import run_transform
+    from tenloom.runtime.determinism import THREADS
+
+    op, attrs, big = node.op, node.attrs, node.inputs[0].size >= FFT_THREADED
+
+    def run(x):
+        return run_transform(scipy.fft, op, x, attrs, workers=THREADS.get() if big else 1)
+
+    return run
+
+
 class Backend(BackendBase):
     """NumPy on the host (see the module docstring); ``KERNELS`` below, every other op its
     registered NumPy reference."""
@@ -180,6 +203,7 @@ class Backend(BackendBase):
         Op.SLICED: _sliced,
         Op.FUSED: _fused,
         Op.SUM: _sum,  # big sums over the worker threads
+        **dict.fromkeys((Op.FFT_C2C, Op.FFT_R2C, Op.FFT_C2R), _fft),  # scipy.fft, threaded
     }
 
     def from_host(self, array: np.ndarray, constant: bool = False) -> np.ndarray:

@@ -180,6 +180,15 @@ def _expm(be: Backend, node: Node):
     return run
 
 
+def _fft(be: Backend, node: Node):
+    """The transforms of graph/ops/fft.py by cupy.fft (cuFFT, with CuPy's plan cache) called
+    directly, not through NumPy's dispatch of the numpy.fft reference."""
+    from tenloom.graph.ops.fft import run_transform
+
+    op, attrs = node.op, node.attrs
+    return lambda x: run_transform(cp.fft, op, x, attrs)
+
+
 class Backend(BackendBase):
     """CuPy on one GPU (see the module docstring): ``KERNELS`` below, every other op its
     NumPy reference dispatched to CuPy; each kernel runs with the device current."""
@@ -200,6 +209,7 @@ class Backend(BackendBase):
         Op.SLICED: _sliced,
         Op.POW: _power,
         Op.EXPM: _expm,  # expm: SciPy's reference takes host arrays only
+        **dict.fromkeys((Op.FFT_C2C, Op.FFT_R2C, Op.FFT_C2R), _fft),  # cupy.fft (cuFFT)
     }
 
     def __init__(self, kind: str = "cuda", index: int = 0):
