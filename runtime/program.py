@@ -115,7 +115,7 @@ def compile_program(graph: Graph, backend: Any) -> Program:
     pooled = any(
         s.kernel is not None and s.node.nbytes >= POOL_MIN_BYTES and s.out not in keep
         for s in steps
-    )
+    ) or any(getattr(s.kernel, "pools", False) for s in steps)  # issue 22: kernels' own copies
     prog = Program(steps, tuple(slot[id(o)] for o in graph.outputs), len(order), pooled)
     prog.slots = [None] * len(order)
     roots = set()

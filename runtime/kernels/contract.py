@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 from tenloom.graph.ops.contract import contract_layout
-from tenloom.runtime.kernels import copy_plan
+from tenloom.runtime.kernels import copy_plan, inner
 
 TUNE_MAX_MADDS = 1 << 24  # kernels up to this size time their copy plans on the first call
 _PLANNING = threading.Lock()
@@ -58,6 +58,8 @@ def contract_kernel(
     c_mat = a_mat[:-1] + (nr,)
     split_a, split_b = (len(batch), len(left)), (len(batch), len(con))
     tunable = tune is not None and nb * nl * nk * nr <= TUNE_MAX_MADDS
+    # a full inner product of many elements: band by band where a copy is needed (inner.py)
+    banded = nb == nl == nr == 1 and nk >= inner.INNER_MIN
 
     def grouped(a, b):
         """The operands with lone labels summed and axes in GEMM order (views)."""
@@ -135,7 +137,9 @@ def contract_kernel(
         return timed
 
     def run(a, b):
-        a, b = grouped(a, b)
+        return run_grouped(*grouped(a, b))
+
+    def run_grouped(a, b):
         ha, hb = current(a, b)
         # a view or a C-order copy is one reshape (NumPy copies where memory needs it)
         if ha is view or ha is copy:
@@ -150,6 +154,8 @@ def contract_kernel(
         return c if pc is None else c.transpose(pc)
 
     if buffers is None or dtype is None:
+        if banded:
+            return _banded(grouped, run_grouped, len(batch) + len(left), nk, c_shape, dtype, True)
         run.fresh = True  # its result is new memory, never an input's or an arena's
         return run
     take, give = buffers.take, buffers.give
@@ -157,7 +163,9 @@ def contract_kernel(
     take_a, take_b = (None if small_a else take), (None if small_b else take)
 
     def run_into(a, b):
-        a, b = grouped(a, b)
+        return into_grouped(*grouped(a, b))
+
+    def into_grouped(a, b):
         ha, hb = current(a, b)
         c = take(n_out, dt)
         if ha is view:
@@ -176,7 +184,38 @@ def contract_kernel(
         c = c.reshape(c_shape)
         return c if pc is None else c.transpose(pc)
 
-    return run_into
+    # copies of big operands go into arena buffers: the program keeps an arena for them even
+    # where no intermediate is big (runtime/program.py)
+    kernel = (
+        _banded(grouped, into_grouped, len(batch) + len(left), nk, c_shape, dtype)
+        if banded
+        else run_into
+    )
+    kernel.pools = not (small_a and small_b)
+    return kernel
+
+
+def _banded(
+    grouped: Callable, gemm_run: Callable, n_lead: int, nk: int, c_shape: tuple, dtype, fresh=False
+):
+    """The kernel of a full inner product (every index summed, a result of one element): band
+    by band (runtime/kernels/inner.py) where the operands need a copy, else ``gemm_run`` (the
+    GEMM kernel's body, taking the grouped operands). ``n_lead``: the grouped operand a's
+    (size-1) batch and left axes before its summed ones. ``fresh``: ``gemm_run``'s results are
+    new memory (the kernel without buffers)."""
+
+    def run(a, b):
+        a, b = grouped(a, b)
+        rdt = np.result_type(a.dtype, b.dtype) if dtype is None else np.dtype(dtype)
+        if inner.fits(rdt, nk):
+            k_shape = a.shape[n_lead:]  # b's summed axes lie between size-1 ones: same sizes
+            s = inner.inner_product(a.reshape(k_shape), b.reshape(k_shape), rdt)
+            if s is not None:
+                return s.reshape(c_shape)  # every axis of size 1: no transposing
+        return gemm_run(a, b)
+
+    run.fresh = fresh
+    return run
 
 
 def _broadcast_product(a, b, out=None):
