@@ -51,25 +51,16 @@ def make_optimizer(ctg, setting):
 
 def peer_tree(ctg, ins, out, sd, setting):
     """cotengra's tree for the peers, with the search budget tenloom's ``setting`` has. For
-    "auto" that is cotengra's fast preset, greedy and, on networks small and cheap enough
-    (tenloom's AUTO_HQ_* thresholds), its high-quality preset and the same seeded
-    hyper-optimizer run tenloom's search makes: of those trees the peers get
-    the one with the fewest multiply-adds (cotengra's own measure; tenloom's pass picks by
-    multiply-adds plus GEMM operand copies)."""
+    "auto" that is cotengra's own fast preset and the trees of tenloom's "auto" search at the
+    effort a repeated evaluate (or a compiled plan) reaches (passes/contraction_order.py
+    auto_trees): of those the peers get the one with the fewest multiply-adds (cotengra's own
+    measure; tenloom's pass picks by multiply-adds plus GEMM operand copies)."""
     if setting != "auto":
         return ctg.array_contract_tree(ins, out, sd, optimize=make_optimizer(ctg, setting))
-    from tenloom.passes.contraction_order import (
-        AUTO_HQ_MADDS,
-        AUTO_HQ_TENSORS,
-        auto_hyper_optimizer,
-    )
+    from tenloom.passes.contraction_order import COMPILE_EFFORT, auto_trees
 
     trees = [ctg.array_contract_tree(ins, out, sd, optimize=ctg.AutoOptimizer())]
-    trees.append(ctg.array_contract_tree(ins, out, sd, optimize="greedy"))
-    cheap = min(t.contraction_cost() for t in trees) <= AUTO_HQ_MADDS  # as tenloom's pass
-    if cheap and len(ins) <= AUTO_HQ_TENSORS:
-        trees.append(ctg.array_contract_tree(ins, out, sd, optimize=ctg.AutoHQOptimizer()))
-        trees.append(ctg.array_contract_tree(ins, out, sd, optimize=auto_hyper_optimizer()))
+    trees += auto_trees(ins, out, sd, effort=COMPILE_EFFORT)
     return min(trees, key=lambda t: t.contraction_cost())
 
 

@@ -2,13 +2,15 @@
 
     einsum(x1, ..., xn) -> einsum(einsum(x1, x3), einsum(x2, x4), ...)   (cotengra's tree)
 
-``optimize=`` picks the search: "auto" (cotengra's presets by network size and cost, the tree
-kept being the one that costs least in multiply-adds plus GEMM operand copies), "greedy",
-"hyper" (a hyper-optimizer with a 5 s budget), a dict such as {"method": "hyper",
-"max_time": 5}, a cotengra/opt_einsum optimizer object (passed through), or False (left to
-right). Paths are cached by network signature in memory and, with ``cache_dir=``, on disk.
-0-d factors are kept out of the search and multiplied in last. Each intermediate keeps only the
-labels still needed by the rest of the network or the output.
+``optimize=`` picks the search: "auto" (greedy, cotengra's exact programme or seeded
+random-greedy rounds, and a high-quality hyper search when the predicted run time pays for it,
+all budgeted in trials so that every process gets the same tree; the tree kept is the one that
+costs least in multiply-adds plus GEMM operand copies), "greedy", "hyper" (a hyper-optimizer
+with a 5 s budget), a dict such as {"method": "hyper", "max_time": 5}, a cotengra/opt_einsum
+optimizer object (passed through), or False (left to right). Paths are cached by network
+signature in memory and on disk (``cache_dir=``: the user cache folder by default, False for
+none). 0-d factors are kept out of the search and multiplied in last. Each intermediate keeps
+only the labels still needed by the rest of the network or the output.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops.sliced import pairwise_network, slice_peak_bytes
-from tenloom.passes.caches import LRUCache, counter
+from tenloom.passes.caches import LRUCache, cache_folder, counter, disk_key
 from tenloom.passes.cost import einsum_sizes, layout_cost
 from tenloom.passes.options import Options
 from tenloom.passes.registry import PassContext, register_pass
@@ -85,8 +87,20 @@ def _canonical(terms, out, sizes) -> tuple:
     return t, o, tuple(sorted((ids[lab], n) for lab, n in sizes.items() if lab in ids))
 
 
-def find_path(terms, out, sizes, options: Options) -> tuple[tuple[int, int], ...]:
-    """An SSA path (pairs of ids, new ids counting up from n) for the network."""
+def _search_key(options: Options, complex_: bool):
+    """(cotengra's optimize argument, the cache key or None) for ``options``."""
+    opt, key = _optimizer(options.optimize, options.progress)
+    if opt == "auto":  # its budget depends on the effort and on the dtype's cost
+        key = ("auto", float(options.search_effort), bool(complex_))
+    return opt, key
+
+
+def find_path(
+    terms, out, sizes, options: Options, complex_: bool = False, stats: dict | None = None
+) -> tuple:
+    """An SSA path (pairs of ids, new ids counting up from n) for the network; ``complex_``:
+    its operands are complex (a multiply-add costs more, so "auto" searches longer).
+    ``stats["auto_searches"]`` counts the networks whose path "auto"'s budget decides."""
     n = len(terms)
     optimize = "auto" if options.optimize is None else options.optimize
     if optimize is False or n <= 2:
@@ -111,32 +125,33 @@ def find_path(terms, out, sizes, options: Options) -> tuple[tuple[int, int], ...
             if path_cost(terms, out, sizes, greedy) < path_cost(terms, out, sizes, chain):
                 return greedy
             return chain
-    opt, key = _optimizer(optimize, options.progress)
+    opt, key = _search_key(options, complex_)
+    if opt == "auto" and stats is not None:  # its budget depends on the effort
+        stats["auto_searches"] = stats.get("auto_searches", 0) + 1
     sig = None
-    cache_dir = options.cache_dir
+    folder = cache_folder(options.cache_dir)
     if key is not None:
         sig = (*_canonical(terms, out, sizes), repr(key))
         hit = _CACHE.get(sig)
         if hit is not None:
             return hit
-        path_file = None
-        if cache_dir:
-            digest = hashlib.sha256(repr(sig).encode()).hexdigest()[:32]
-            path_file = os.path.join(os.fspath(cache_dir), f"path-{digest}.json")
-            try:
-                with open(path_file) as f:
-                    data = json.load(f)
-                if data.get("signature") == repr(sig):
-                    ssa = tuple(tuple(p) for p in data["ssa_path"])
-                    _CACHE.put(sig, ssa)
-                    return ssa
-            except (OSError, ValueError, KeyError, TypeError):
-                pass
+        if folder:
+            found = disk_get(folder, sig, n)
+            if found is not None:
+                ssa, others = found
+                _CACHE.put(sig, ssa)
+                if others:
+                    _ALTERNATIVES.put(sig, others)
+                DISK_HITS["n"] += 1
+                return ssa
     import cotengra as ctg
 
     SEARCHES["n"] += 1
+    others: tuple = ()
     if opt == "auto":
-        ssa, others = _auto_path(terms, out, sizes)
+        ssa, others = _auto_path(
+            terms, out, sizes, options.search_effort, complex_, options.progress
+        )
         if sig is not None and others:  # the others stay candidates for slicing (narrower)
             _ALTERNATIVES.put(sig, others)
     else:
@@ -146,44 +161,120 @@ def find_path(terms, out, sizes, options: Options) -> tuple[tuple[int, int], ...
         ssa = tuple(tuple(int(i) for i in p) for p in tree.get_ssa_path())
     if sig is not None:
         _CACHE.put(sig, ssa)
-        if cache_dir:
-            os.makedirs(os.fspath(cache_dir), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.fspath(cache_dir), suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump({"signature": repr(sig), "ssa_path": ssa}, f)
-            os.replace(tmp, path_file)  # atomic: readers see the old file or the new one
+        if folder:
+            disk_put(folder, sig, ssa, others)
     return ssa
 
 
-# "auto" also runs cotengra's high-quality preset on networks of at most AUTO_HQ_TENSORS
-# tensors whose fast-preset tree costs at most AUTO_HQ_MADDS multiply-adds (about 20 ms of
-# GEMMs here): cotengra budgets that search by the best cost it has found (rate 1e8/s: under
-# two seconds; 0.04 - 0.6 s on W1, W3, W6, W7), and it found trees with up to 4x fewer
-# multiply-adds than the fast preset there.
-AUTO_HQ_TENSORS = 128
-AUTO_HQ_MADDS = 2e8
-# ... and, on the same networks, a seeded hyper-optimizer run with subtree reconfiguration,
-# budgeted the same way but at a lower rate: it stops once it has searched as long as its best
-# tree would take at AUTO_HYPER_RATE flops/s (W1: about 1.1 s, W7: 0.2 s), or after
-# AUTO_HYPER_REPEATS trees. cotengra's preset stops too early on W1 (3e7 multiply-adds, the same
-# tree every run) where this search finds 1e7. The seed fixes the sequence of trials; where the
-# time budget ends the search (W1), the number of trials, and so the tree, can differ between
-# runs.
-AUTO_HYPER_RATE = 1e7
-AUTO_HYPER_REPEATS = 32
+# ---- the disk cache of paths -----------------------------------------------------------------
+#
+# One JSON file per network and search key, named by a digest of both, in the cache folder
+# (passes/caches.py cache_folder: the user cache folder unless cache_dir= says otherwise). A file
+# holds the key it was written for, tenloom's version and disk format (disk_key: a new version or
+# cost model never reads an old file), the tree kept and the search's other trees (slicing's
+# candidates). A file is used only when all of that matches and every path is a valid SSA path
+# of the network; anything else (a partial or foreign file) is ignored and overwritten.
+
+DISK_HITS = counter("passes.path_disk_hits")
 
 
-def auto_hyper_optimizer():
-    """The seeded hyper-optimizer "auto" runs on small cheap networks (a fresh one)."""
+def _path_file(folder: str, sig) -> str:
+    digest = hashlib.sha256(repr(sig).encode()).hexdigest()[:32]
+    return os.path.join(folder, f"path-{digest}.json")
+
+
+def valid_ssa(path, n: int) -> bool:
+    """Whether ``path`` is an SSA contraction path of ``n`` tensors down to one."""
+    try:
+        if len(path) != n - 1:
+            return False
+        alive = set(range(n))
+        for k, (i, j) in enumerate(path):
+            i, j = int(i), int(j)
+            if i == j or i not in alive or j not in alive:
+                return False
+            alive -= {i, j}
+            alive.add(n + k)
+        return alive == {2 * n - 2}
+    except (TypeError, ValueError):
+        return False
+
+
+def disk_get(folder: str, sig, n: int):
+    """(ssa path, other trees) cached on disk for ``sig``, or None."""
+    try:
+        with open(_path_file(folder, sig)) as f:
+            data = json.load(f)
+        if data.get("signature") != repr(sig) or data.get("version") != disk_key():
+            return None
+        ssa = tuple(tuple(int(i) for i in p) for p in data["ssa_path"])
+        others = tuple(
+            tuple(tuple(int(i) for i in p) for p in alt) for alt in data.get("alternatives", ())
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not valid_ssa(ssa, n) or not all(valid_ssa(p, n) for p in others):
+        return None
+    return ssa, others
+
+
+def disk_put(folder: str, sig, ssa, others) -> None:
+    """Write the entry atomically (readers see the old file or the new one); a folder that
+    cannot be written to only loses the cache."""
+    data = {
+        "signature": repr(sig),
+        "version": disk_key(),
+        "ssa_path": [list(p) for p in ssa],
+        "alternatives": [[list(p) for p in alt] for alt in others],
+    }
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, _path_file(folder, sig))
+    except OSError:
+        pass
+
+
+# ---- the "auto" search, budgeted in trials from the predicted run time -----------------------
+#
+# Every budget below is a number of trials worked out from the network and the cost of the best
+# tree found so far, never a time measured in this process: the same network, options and
+# tenloom version give the same tree in every process (issue 22). The predicted run time of a
+# tree is its multiply-adds (complex ones counted 4x) at NOMINAL_MADDS_PER_S; the search may
+# spend ``effort`` times that (Options.search_effort: 1 for evaluate, COMPILE_EFFORT for
+# tl.compile), each trial charged a nominal cost per tensor of the network.
+NOMINAL_MADDS_PER_S = 2e10  # a 2-core machine's float64 GEMM rate, about
+RG_TRIAL_S = 5e-5  # one random-greedy trial, per tensor (measured 1e-5 - 1.4e-4 s)
+RG_ROUND = 8  # random-greedy trials per round; the first round always runs
+RG_MAX = 256
+HQ_TRIAL_S = 1.5e-3  # one trial of the high-quality hyper search, per tensor (0.5e-3 - 4e-3 s)
+HQ_THRESHOLD_S = 0.05  # the high-quality search runs when effort x predicted time >= this
+HQ_MIN, HQ_MAX = 4, 128
+OPTIMAL_HARDNESS = 250  # cotengra's own cut-off for its exact dynamic programme ("auto")
+COMPILE_EFFORT = 100.0  # a compiled plan is run many times: worth 100x its run in search
+
+
+def predicted_seconds(madds: float, complex_: bool) -> float:
+    """The nominal run time the search budgets assume for a tree of ``madds`` multiply-adds."""
+    return madds * (4.0 if complex_ else 1.0) / NOMINAL_MADDS_PER_S
+
+
+def hq_optimizer(trials: int, progress: bool = False):
+    """The high-quality search: cotengra's hyper-optimizer over its default high-quality
+    methods, seeded, serial, ``trials`` trials and no time limit (so it is reproducible)."""
     import cotengra as ctg
+    from cotengra.hyperoptimizers.hyper import get_default_hq_methods
 
     return ctg.HyperOptimizer(
-        max_repeats=AUTO_HYPER_REPEATS,
-        max_time=f"rate:{AUTO_HYPER_RATE:g}",
+        methods=get_default_hq_methods(),
+        max_repeats=trials,
+        max_time=None,
         reconf_opts={},
         parallel=False,
         seed=0,
-        progbar=False,
+        progbar=progress,
     )
 
 
@@ -192,23 +283,47 @@ def auto_hyper_optimizer():
 warnings.filterwarnings("ignore", message="Couldn't import `kahypar`", category=UserWarning)
 
 
-def _auto_path(terms, out, sizes) -> tuple[tuple, tuple]:
-    """The "auto" search: cotengra's fast preset, greedy, and on small cheap networks its
-    high-quality preset and a seeded hyper-optimizer run; of their trees the one with the
-    least ``layout_cost`` (multiply-adds plus what the GEMMs copy), and the others."""
+def auto_trees(terms, out, sizes, effort: float = 1.0, complex_: bool = False, progress=False):
+    """The trees of the "auto" search, as cotengra trees (the benchmarks give the peers the
+    same ones): greedy; cotengra's exact programme on easy networks, else seeded
+    random-greedy rounds while their nominal cost stays under ``effort`` x the predicted run
+    time of the best tree so far, then a subtree reconfiguration of the best; and the
+    high-quality search when ``effort`` x that time reaches HQ_THRESHOLD_S, with as many trials
+    as that time pays for."""
     import cotengra as ctg
+    from cotengra.presets import estimate_optimal_hardness
 
     args = ([tuple(t) for t in terms], tuple(out), dict(sizes))
-    trees = [ctg.array_contract_tree(*args, optimize="auto")]
-    trees.append(ctg.array_contract_tree(*args, optimize="greedy"))
-    # cheap by the better of the two: the fast preset's random search sometimes ends worse
-    # than greedy (W3 on a 16-core machine: above AUTO_HQ_MADDS in some processes, against
-    # greedy's 1.2e8 and the high-quality searches' 3.5e7), and judged by its tree alone
-    # those searches were skipped and W3 ran greedy's tree, 3.5x the flops
-    cheap = min(t.contraction_cost() for t in trees) <= AUTO_HQ_MADDS
-    if cheap and len(terms) <= AUTO_HQ_TENSORS:
-        trees.append(ctg.array_contract_tree(*args, optimize="auto-hq"))
-        trees.append(ctg.array_contract_tree(*args, optimize=auto_hyper_optimizer()))
+    n = len(terms)
+    trees = [ctg.array_contract_tree(*args, optimize="greedy")]
+
+    def best_cost() -> float:
+        return min(t.contraction_cost() for t in trees)
+
+    if estimate_optimal_hardness(args[0]) < OPTIMAL_HARDNESS:
+        trees.append(ctg.array_contract_tree(*args, optimize="optimal"))
+    else:
+        spent, rounds = 0.0, 0
+        while rounds * RG_ROUND < RG_MAX:
+            if rounds and spent >= effort * predicted_seconds(best_cost(), complex_):
+                break
+            rg = ctg.RandomGreedyOptimizer(max_repeats=RG_ROUND, seed=rounds, parallel=False)
+            trees.append(ctg.ContractionTree.from_path(*args, path=rg(*args)))
+            spent += RG_ROUND * RG_TRIAL_S * n
+            rounds += 1
+        best = min(trees[1:], key=lambda t: t.contraction_cost())
+        trees.append(best.subtree_reconfigure(subtree_size=4))
+    budget = effort * predicted_seconds(best_cost(), complex_)
+    if budget >= HQ_THRESHOLD_S:
+        trials = int(min(HQ_MAX, max(HQ_MIN, budget // (HQ_TRIAL_S * n))))
+        trees.append(ctg.array_contract_tree(*args, optimize=hq_optimizer(trials, progress)))
+    return trees
+
+
+def _auto_path(terms, out, sizes, effort: float = 1.0, complex_: bool = False, progress=False):
+    """The "auto" search (``auto_trees``): of its trees the one with the least ``layout_cost``
+    (multiply-adds plus what the GEMMs copy), and the others."""
+    trees = auto_trees(terms, out, sizes, effort, complex_, progress)
     paths = [tuple(tuple(int(i) for i in p) for p in t.get_ssa_path()) for t in trees]
     paths = list(dict.fromkeys(paths))
     costs = [layout_cost(terms, out, sizes, p) for p in paths]
@@ -216,10 +331,10 @@ def _auto_path(terms, out, sizes) -> tuple[tuple, tuple]:
     return paths[best], tuple(p for k, p in enumerate(paths) if k != best)
 
 
-def alternative_paths(terms, out, sizes, options: Options) -> list[tuple]:
+def alternative_paths(terms, out, sizes, options: Options, complex_: bool = False) -> list:
     """Other trees found for this network by find_path (e.g. cotengra auto's own, narrower
     than the fewest-flops one kept): worth trying when the network has to be sliced."""
-    _, key = _optimizer(options.optimize, False)
+    _, key = _search_key(options, complex_)
     if key is None:
         return []
     sig = (*_canonical(terms, out, sizes), repr(key))
@@ -329,7 +444,8 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
     tried: list[tuple] = []  # every tree considered: candidates again if slicing is needed
     if len(items) >= 3:
         item_terms = [t for _, t in items]
-        path = find_path(item_terms, out, sizes, options)
+        complex_ = np.dtype(node.dtype).kind == "c"
+        path = find_path(item_terms, out, sizes, options, complex_, stats)
         tried.append(path)
         if options.optimize is not False:
             # the plain left-to-right order is a candidate too: cheap to cost, and on chains
@@ -361,7 +477,8 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
         best = None
         # the fewest-flops tree may be too wide to slice well: the search's other trees and the
         # left-to-right order are sliced too, and the fewest flops over all slices wins
-        starts = [path, *tried, *alternative_paths(item_terms, out, sizes, options)]
+        alts = alternative_paths(item_terms, out, sizes, options, node.dtype.kind == "c")
+        starts = [path, *tried, *alts]
         for start in dict.fromkeys(starts):
             found = slice_to_fit(
                 item_terms,

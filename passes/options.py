@@ -29,7 +29,7 @@ class Options:
     optimize: Any = None  # None: "auto"
     to_host: bool = True
     verify: bool = False
-    cache_dir: str | None = None
+    cache_dir: str | bool | None = None  # None: the user cache folder; False: no disk cache
     progress: bool = False
     threads: int | None = None  # None: the default (runtime/session.py DEFAULT_THREADS)
     deterministic: bool = False
@@ -40,6 +40,9 @@ class Options:
     fusion: Any = None  # a FusionLimits overriding the target's (passes/fuse_elementwise.py)
     fold_constants: bool = True  # prereduce folds reductions of constants (not before grad)
     reverse_sweep: bool | str = False  # slices leave room for the reverse sweep / tangents
+    # how many times its predicted run time the "auto" path search may spend (in trials):
+    # 1 for evaluate, passes/contraction_order.py COMPILE_EFFORT for tl.compile
+    search_effort: float = 1.0
     # the options given, normalized (``memory_limit`` in bytes, ``passes`` a tuple, ``device``
     # as given): what a saved plan records and what nested calls are given again (read-only)
     given: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
@@ -91,7 +94,15 @@ def _pass_key(o: Options) -> tuple | None:
         optimize = ("dict", repr(sorted(optimize.items())))
     elif not isinstance(optimize, (str, bool)):
         return None  # an optimizer object: its own state decides
-    return (optimize, o.memory_limit, o.threads, o.fold_constants, o.reverse_sweep, o.fusion)
+    return (
+        optimize,
+        o.memory_limit,
+        o.threads,
+        o.fold_constants,
+        o.reverse_sweep,
+        o.fusion,
+        o.search_effort,
+    )
 
 
 _FIELDS = frozenset(f.name for f in fields(Options) if f.init and f.name != "given")

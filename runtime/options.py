@@ -290,14 +290,15 @@ def _is_preset(name: str) -> bool:
     return True
 
 
-def _check_cache_dir(caller: str, cache_dir: Any) -> str | None:
-    if cache_dir is None:
-        return None
+def _check_cache_dir(caller: str, cache_dir: Any) -> str | bool | None:
+    accepted = "a folder (a str or os.PathLike), None (the user cache folder) or False (none)"
+    if cache_dir is None or cache_dir is False:
+        return cache_dir
     if not isinstance(cache_dir, (str, os.PathLike)):
-        raise _bad(caller, "cache_dir", cache_dir, "a folder (a str or os.PathLike), or None")
+        raise _bad(caller, "cache_dir", cache_dir, accepted)
     path = os.fspath(cache_dir)
     if not isinstance(path, str) or not path:
-        raise _bad(caller, "cache_dir", cache_dir, "a folder (a str or os.PathLike), or None")
+        raise _bad(caller, "cache_dir", cache_dir, accepted)
     if os.path.exists(path) and not os.path.isdir(path):
         raise OptionError(f"{caller}: cache_dir={path!r} exists and is not a folder")
     return path

@@ -84,7 +84,13 @@ class Plan:
             raise TenloomError(f"compile: the outputs read placeholders not in inputs: {names}")
         if o.devices is not None:  # every device exists and has its backend, before the passes
             session.open_devices(o.devices)
-        optimized = session.optimize_within_limit(self.graph, o)  # evaluate's own, cached
+        # a plan runs many times: its path search may take longer than evaluate's
+        from dataclasses import replace
+
+        from tenloom.passes.contraction_order import COMPILE_EFFORT
+
+        o = replace(o, search_effort=COMPILE_EFFORT)
+        optimized = session.optimize_within_limit(self.graph, o)  # cached by options
         self.optimized = optimized.graph
         self._prepare(o, dict(optimized.stats))
         COUNTERS["compiles"] += 1

@@ -222,7 +222,8 @@ def slicing_summary(node, o: Options) -> dict:
     terms, out, sliced, path, wrt = node.attrs
     ops = node.inputs[: len(terms)]
     sizes = label_sizes([x.shape for x in ops], terms)
-    unsliced = path_cost(terms, out, sizes, find_path(terms, out, sizes, o))
+    complex_ = node.dtype.kind == "c"
+    unsliced = path_cost(terms, out, sizes, find_path(terms, out, sizes, o, complex_))
     tree = ctg.ContractionTree.from_path(terms, out, sizes, ssa_path=path)
     for lab, _ in sliced:
         tree.remove_ind_(lab)

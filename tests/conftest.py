@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -42,10 +43,26 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# ---- the disk cache -----------------------------------------------------------------------------
+# The path cache is on by default (in the user cache folder). Tests never write there: each test
+# gets its own folder under one temporary folder (named, made only when something is written),
+# so the default stays on in every test and no test sees another's cached paths.
+import itertools  # noqa: E402
+import tempfile  # noqa: E402
+
+_CACHE_ROOT = tempfile.mkdtemp(prefix="tenloom-test-cache-")
+_CACHE_IDS = itertools.count()
+os.environ["TENLOOM_CACHE_DIR"] = os.path.join(_CACHE_ROOT, "import")
+
+
+@pytest.fixture(autouse=True)
+def _test_cache_dir(monkeypatch):
+    monkeypatch.setenv("TENLOOM_CACHE_DIR", os.path.join(_CACHE_ROOT, str(next(_CACHE_IDS))))
+
+
 # ---- pass pipeline variants ------------------------------------------------------------------
 # Every pass is checked after each pass in tests, and the op/einsum corpus runs with the full
 # pipeline, with each pass switched off in turn, and with no passes at all (one axis at a time).
-import pytest  # noqa: E402
 import tenloom.passes as _passes  # noqa: E402
 
 _passes.VERIFY = True

@@ -81,10 +81,16 @@ def test_clear_caches_empties_them_all_and_the_next_call_works_them_out_again():
     info = tl.cache_info()
     assert all(i.currsize == 0 for i in info.caches.values()), str(info)
     runs, searches = session.PASS_RUNS["n"], co.SEARCHES["n"]
+    disk = co.DISK_HITS["n"]
     np.testing.assert_allclose(tl.evaluate(t, optimize="greedy")[0], expected)
-    assert session.PASS_RUNS["n"] == runs + 1 and co.SEARCHES["n"] == searches + 1
+    # the passes run again; the path comes from the disk cache (on by default), not a search
+    assert session.PASS_RUNS["n"] == runs + 1 and co.SEARCHES["n"] == searches
+    assert co.DISK_HITS["n"] == disk + 1
     info = tl.cache_info()
     assert info["runtime.optimized_graphs"].currsize == 1 and info["passes.paths"].currsize == 1
+    tl.clear_caches()  # without the disk cache, the path is searched again
+    np.testing.assert_allclose(tl.evaluate(t, optimize="greedy", cache_dir=False)[0], expected)
+    assert co.SEARCHES["n"] == searches + 1 and co.DISK_HITS["n"] == disk + 1
 
 
 def test_cache_info_reports_hits_and_counters():

@@ -1,0 +1,362 @@
+"""Time to first result: each measurement in a fresh Python process (issue 22).
+
+    python benchmarks/first_call.py [--workloads W1,W3,W4,W7,circuit,tebd] [--repeats 3]
+                                    [--json results/first_call.json]
+
+For every workload, fresh processes time one call from operands in memory to the result as a
+NumPy array (the imports and the workload's construction are done before the clock starts):
+
+- ``tenloom``:        ``evaluate`` with an empty path cache (a new ``TENLOOM_CACHE_DIR``);
+- ``tenloom_cached``: a second process with the cache the first one left (the program a
+  user runs a second time);
+- ``cotengra_auto``:  ``cotengra.array_contract(..., optimize="auto")`` (search + contract);
+- ``oe_greedy``:      ``opt_einsum.contract(..., optimize="greedy")``;
+- ``numpy``:          NumPy eager: ``np.einsum(..., optimize="greedy")`` for networks, and
+  the program itself written with ``np.tensordot``/``np.moveaxis`` for the circuit.
+
+The circuit and the TEBD energy are written the way the field writes them, gate by gate and
+bond by bond; the peers other than NumPy get the same program as one network per call
+(cotengra and opt_einsum see the circuit as one einsum of all gates). Medians over
+``--repeats`` process pairs; the ratio column is tenloom / the best peer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NETWORKS = HERE.parent.parent / "shared" / "data" / "networks"
+if not NETWORKS.exists():
+    NETWORKS = Path("/work/shared/data/networks")
+
+RUNNERS = ("tenloom", "tenloom_cached", "cotengra_auto", "oe_greedy", "numpy")
+
+
+# ---- workloads: (inputs, output, size_dict, arrays) networks, or programs -------------------
+
+
+def _scaled(inputs, sd, seed, dtype="float64"):
+    sys.path.insert(0, str(HERE))
+    import numpy as np
+    from workloads import scaled_arrays
+
+    return scaled_arrays(inputs, sd, seed=seed, dtype=np.dtype(dtype))
+
+
+def net_w1():
+    from cotengra.utils import randreg_equation
+
+    inputs, output, _, sd = randreg_equation(60, 3, d_min=4, d_max=4, seed=1)
+    return inputs, output, sd, _scaled(inputs, sd, 1)
+
+
+def net_w3():
+    from cotengra.utils import lattice_equation
+
+    inputs, output, _, sd = lattice_equation([6, 6], d_min=6, d_max=6, seed=1)
+    return inputs, output, sd, _scaled(inputs, sd, 1)
+
+
+def net_w4():
+    import numpy as np
+    import quimb.tensor as qtn
+
+    f = sorted(NETWORKS.glob("circuit_n53_m10_*.qsim"))[0]
+    circ = qtn.Circuit.from_qsim_file(str(f))
+    tn = circ.amplitude_tn("0" * circ.N)
+    inputs, output, sd = tn.get_inputs_output_size_dict()
+    return inputs, output, sd, [np.asarray(a, dtype=np.complex128) for a in tn.arrays]
+
+
+def net_w7():
+    sys.path.insert(0, str(HERE))
+    from workloads import w7_network
+
+    inputs, output, sd = w7_network()
+    return inputs, output, sd, _scaled(inputs, sd, 7)
+
+
+def circuit_gates(n: int, depth: int, seed: int = 0):
+    """A random circuit: per layer a random single-qubit unitary on every qubit, then CZs on
+    neighbouring pairs (alternating offsets). Returns [(qubits, gate array)]."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    cz = np.diag([1, 1, 1, -1]).astype(np.complex128).reshape(2, 2, 2, 2)
+    gates = []
+    for layer in range(depth):
+        for q in range(n):
+            m = rng.standard_normal((2, 2)) + 1j * rng.standard_normal((2, 2))
+            u, _ = np.linalg.qr(m)
+            gates.append(((q,), u))
+        for q in range(layer % 2, n - 1, 2):
+            gates.append(((q, q + 1), cz))
+    return gates
+
+
+def apply_gates(xp, state, gates):
+    """The state-vector program as the field writes it: tensordot, then moveaxis back."""
+    for qs, g in gates:
+        k = len(qs)
+        state = xp.tensordot(g, state, axes=(tuple(range(k, 2 * k)), qs))
+        state = xp.moveaxis(state, tuple(range(k)), qs)
+    return state
+
+
+def circuit_network(n, gates):
+    """The same circuit as one network (for cotengra and opt_einsum)."""
+    import numpy as np
+
+    inputs, arrays = [], []
+    cur = list(range(n))
+    nxt = n
+    zero = np.zeros(2, np.complex128)
+    zero[0] = 1
+    for q in range(n):
+        inputs.append((q,))
+        arrays.append(zero)
+    for qs, g in gates:
+        new = list(range(nxt, nxt + len(qs)))
+        nxt += len(qs)
+        inputs.append((*new, *(cur[q] for q in qs)))
+        arrays.append(g)
+        for q, lab in zip(qs, new):
+            cur[q] = lab
+    sd = {lab: 2 for t in inputs for lab in t}
+    return inputs, tuple(cur), sd, arrays
+
+
+def tebd_mps(L: int, chi: int, seed: int = 0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    mps = []
+    for i in range(L):
+        left = min(chi, 2**i, 2 ** (L - i))
+        right = min(chi, 2 ** (i + 1), 2 ** (L - i - 1))
+        mps.append((rng.standard_normal((left, 2, right)) / np.sqrt(2 * left)).astype(float))
+    sx = np.array([[0, 1], [1, 0]], float)
+    sz = np.diag([1.0, -1.0])
+    h = (np.kron(sx, sx) + np.kron(sz, sz)).reshape(2, 2, 2, 2)
+    return mps, h
+
+
+def tebd_networks(mps, h):
+    """<psi| h_{i,i+1} |psi> for every bond, each as one network over the whole chain."""
+    L = len(mps)
+    nets = []
+    for b in range(L - 1):
+        inputs, arrays = [], []
+        for i, a in enumerate(mps):
+            ket = (f"k{i}", f"p{i}", f"k{i + 1}")
+            phys = f"q{i}" if i in (b, b + 1) else f"p{i}"
+            bra = (f"b{i}", phys, f"b{i + 1}")
+            inputs += [ket, bra]
+            arrays += [a, a.conj()]
+        inputs.append((f"q{b}", f"q{b + 1}", f"p{b}", f"p{b + 1}"))
+        arrays.append(h)
+        # the chain's open ends have size 1 on both sides: close them
+        sd = {}
+        for t, x in zip(inputs, arrays):
+            sd.update(zip(t, x.shape))
+        nets.append((inputs, (), sd, arrays))
+    return nets
+
+
+def int_network(net):
+    """Labels renumbered 0..k-1 (the interleaved einsum form takes ints)."""
+    inputs, output, sd, arrays = net
+    ids: dict = {}
+    ins = [tuple(ids.setdefault(x, len(ids)) for x in t) for t in inputs]
+    out = tuple(ids.setdefault(x, len(ids)) for x in output)
+    return ins, out, {ids[k]: v for k, v in sd.items() if k in ids}, arrays
+
+
+def workload(name: str, args):
+    kind, w = _workload(name, args)
+    if kind == "network":
+        w = int_network(w)
+    elif kind == "networks":
+        w = [int_network(x) for x in w]
+    return kind, w
+
+
+def _workload(name: str, args):
+    if name == "W1":
+        return "network", net_w1()
+    if name == "W3":
+        return "network", net_w3()
+    if name == "W4":
+        return "network", net_w4()
+    if name == "W7":
+        return "network", net_w7()
+    if name == "circuit":
+        gates = circuit_gates(args.qubits, args.depth)
+        return "circuit", (args.qubits, gates)
+    if name == "tebd":
+        mps, h = tebd_mps(args.L, args.chi)
+        return "networks", tebd_networks(mps, h)
+    raise SystemExit(f"unknown workload {name!r}")
+
+
+# ---- one fresh process: one runner on one workload ------------------------------------------
+
+
+def child(name: str, runner: str, args) -> dict:
+    import numpy as np
+
+    kind, w = workload(name, args)
+    if runner.startswith("tenloom"):
+        import tenloom as tl
+    elif runner == "cotengra_auto":
+        import cotengra as ctg
+    elif runner == "oe_greedy":
+        import opt_einsum as oe
+
+    if kind == "circuit":
+        n, gates = w
+        state0 = np.zeros((2,) * n, np.complex128)
+        state0[(0,) * n] = 1
+    t0 = time.perf_counter()
+    if kind == "network":
+        inputs, output, sd, arrays = w
+        if runner.startswith("tenloom"):
+            ops = []
+            for a, t in zip(arrays, inputs):
+                ops += [tl.asarray(a), list(t)]
+            value = tl.einsum(*ops, list(output)).evaluate()
+        elif runner == "cotengra_auto":
+            value = ctg.array_contract(arrays, inputs, output, optimize="auto")
+        else:
+            ops = []
+            for a, t in zip(arrays, inputs):
+                ops += [a, list(t)]
+            if runner == "oe_greedy":
+                value = oe.contract(*ops, list(output), optimize="greedy")
+            elif len(sd) > 52:
+                raise SystemExit("numpy: np.einsum takes at most 52 labels")
+            else:
+                value = np.einsum(*ops, list(output), optimize="greedy")
+    elif kind == "networks":
+        values = []
+        if runner.startswith("tenloom"):
+            lazy = []
+            for inputs, output, _, arrays in w:
+                ops = []
+                for a, t in zip(arrays, inputs):
+                    ops += [tl.asarray(a), list(t)]
+                lazy.append(tl.einsum(*ops, list(output)))
+            value = tl.stack(lazy).evaluate()
+        else:
+            for inputs, output, _, arrays in w:
+                if runner == "cotengra_auto":
+                    values.append(ctg.array_contract(arrays, inputs, output, optimize="auto"))
+                else:
+                    ops = []
+                    for a, t in zip(arrays, inputs):
+                        ops += [a, list(t)]
+                    fn = oe.contract if runner == "oe_greedy" else np.einsum
+                    values.append(fn(*ops, list(output), optimize="greedy"))
+            value = np.stack(values)
+    else:  # circuit
+        n, gates = w
+        if runner.startswith("tenloom"):
+            value = apply_gates(tl, tl.asarray(state0), gates).evaluate()
+        elif runner == "numpy":
+            value = apply_gates(np, state0, gates)
+        else:
+            inputs, output, sd, arrays = circuit_network(n, gates)
+            if runner == "cotengra_auto":
+                value = ctg.array_contract(arrays, inputs, output, optimize="auto")
+            else:
+                ops = []
+                for a, t in zip(arrays, inputs):
+                    ops += [a, list(t)]
+                value = oe.contract(*ops, list(output), optimize="greedy")
+    value = np.asarray(value)
+    seconds = time.perf_counter() - t0
+    flat = value.ravel()
+    return {
+        "seconds": seconds,
+        "checksum": [complex(flat[: min(8, flat.size)].sum()).real, float(np.abs(flat).sum())],
+    }
+
+
+def run_child(name, runner, args, cache: str) -> dict:
+    env = dict(os.environ, TENLOOM_CACHE_DIR=cache)
+    cmd = [sys.executable, __file__, "--child", name, runner, *args.passthrough]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    if out.returncode != 0:
+        err = (out.stderr.strip() or "failed").splitlines()[-1]
+        return {"error": err}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workloads", default="W1,W3,W4,W7,circuit,tebd")
+    p.add_argument("--runners", default=",".join(RUNNERS))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--qubits", type=int, default=20)
+    p.add_argument("--depth", type=int, default=4)
+    p.add_argument("--L", type=int, default=16)
+    p.add_argument("--chi", type=int, default=32)
+    p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--json", default=None)
+    p.add_argument("--child", nargs=2, default=None)
+    args = p.parse_args(argv)
+    args.passthrough = [
+        f"--qubits={args.qubits}",
+        f"--depth={args.depth}",
+        f"--L={args.L}",
+        f"--chi={args.chi}",
+    ]
+    if args.child:
+        print(json.dumps(child(*args.child, args)))
+        return None
+    runners = args.runners.split(",")
+    results: dict = {}
+    for name in args.workloads.split(","):
+        times: dict = {r: [] for r in runners}
+        checks: dict = {}
+        for _ in range(args.repeats):
+            with tempfile.TemporaryDirectory() as cache:
+                for r in runners:
+                    res = run_child(name, r, args, cache)
+                    if "error" in res:
+                        times[r].append(float("nan"))
+                        checks[r] = res["error"]
+                        continue
+                    times[r].append(res["seconds"])
+                    checks[r] = res["checksum"]
+        med = {r: statistics.median(v) for r, v in times.items() if v}
+        peers = [med[r] for r in ("cotengra_auto", "oe_greedy", "numpy") if r in med]
+        best = min((x for x in peers if x == x), default=float("nan"))
+        row = {"median_s": med, "all_s": times, "checksums": checks, "best_peer_s": best}
+        for r in ("tenloom", "tenloom_cached"):
+            if r in med:
+                row[f"{r}_ratio"] = med[r] / best
+        results[name] = row
+        cells = "  ".join(f"{r} {med[r]:8.3f}s" for r in runners if r in med)
+        ratio = row.get("tenloom_ratio", float("nan"))
+        cached = row.get("tenloom_cached_ratio", float("nan"))
+        print(f"{name:8s} {cells}  ratio {ratio:.2f}x (cached {cached:.2f}x)", flush=True)
+        bad = {r: c for r, c in checks.items() if isinstance(c, str)}
+        if bad:
+            print(f"         errors: {bad}", flush=True)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,331 @@
+"""The "auto" path search budgeted in trials from the predicted run time, the disk cache of
+paths, reproducible plans across processes, and evaluate's promotion of repeated graphs
+(issue 22; passes/contraction_order.py, runtime/session.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from tenloom.graph.errors import OptionTypeError
+from tenloom.passes import contraction_order as co
+from tenloom.passes.caches import cache_folder, disk_key
+from tenloom.passes.options import Options
+from tenloom.runtime import session
+
+import tenloom as tl
+
+
+def randreg(n, d, seed=1):
+    import cotengra as ctg
+
+    inputs, output, _, sd = ctg.utils.randreg_equation(n, 3, d_min=d, d_max=d, seed=seed)
+    ids = {lab: i for i, lab in enumerate(sd)}
+    terms = [tuple(ids[x] for x in t) for t in inputs]
+    return terms, tuple(ids[x] for x in output), {ids[k]: v for k, v in sd.items()}
+
+
+def lazy(terms, out, sizes, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    ops, arrays = [], []
+    for t in terms:
+        a = rng.standard_normal(tuple(sizes[x] for x in t)).astype(dtype) * 0.5
+        arrays.append(a)
+        ops += [tl.asarray(a), list(t)]
+    return tl.einsum(*ops, list(out)), arrays
+
+
+def reference(terms, out, arrays):
+    import opt_einsum as oe
+
+    ops = []
+    for a, t in zip(arrays, terms):
+        ops += [a, list(t)]
+    return oe.contract(*ops, list(out), optimize="greedy")
+
+
+# ---- the budget -------------------------------------------------------------------------------
+
+
+def test_the_high_quality_search_runs_only_when_the_effort_pays_for_it(monkeypatch):
+    terms, out, sizes = randreg(24, 3)
+    made = []
+    real = co.hq_optimizer
+
+    def spy(trials, progress=False):
+        made.append(trials)
+        return real(trials, progress)
+
+    monkeypatch.setattr(co, "hq_optimizer", spy)
+    cheap = min(t.contraction_cost() for t in co.auto_trees(terms, out, sizes, effort=1.0))
+    assert made == [] and co.predicted_seconds(cheap, False) < co.HQ_THRESHOLD_S
+    # an effort that makes the predicted time worth HQ_THRESHOLD_S: the search runs, with
+    # the trials that time pays for, never fewer than HQ_MIN
+    effort = 2 * co.HQ_THRESHOLD_S / co.predicted_seconds(cheap, False)
+    trees = co.auto_trees(terms, out, sizes, effort=effort)
+    assert len(made) == 1 and co.HQ_MIN <= made[0] <= co.HQ_MAX
+    assert min(t.contraction_cost() for t in trees) <= cheap
+    # complex multiply-adds cost 4x: the same network in complex earns 4x the budget
+    assert co.predicted_seconds(1e9, True) == 4 * co.predicted_seconds(1e9, False)
+
+
+def test_auto_is_never_worse_than_greedy_and_keeps_the_least_layout_cost():
+    import cotengra as ctg
+    from tenloom.passes.cost import layout_cost
+
+    for n, d in ((30, 3), (40, 4)):
+        terms, out, sizes = randreg(n, d)
+        best, others = co._auto_path(terms, out, sizes)
+        greedy = ctg.array_contract_tree(terms, out, sizes, optimize="greedy").get_ssa_path()
+        assert layout_cost(terms, out, sizes, best) <= layout_cost(terms, out, sizes, greedy)
+        assert all(
+            layout_cost(terms, out, sizes, best) <= layout_cost(terms, out, sizes, p)
+            for p in others
+        )
+
+
+def test_the_same_search_twice_in_one_process_gives_the_same_tree():
+    terms, out, sizes = randreg(40, 4, seed=3)
+    a = co._auto_path(terms, out, sizes, effort=50.0)
+    b = co._auto_path(terms, out, sizes, effort=50.0)
+    assert a == b
+
+
+# ---- reproducible across processes ------------------------------------------------------------
+
+_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import cotengra as ctg
+    import tenloom as tl
+    from tenloom.graph.ops import Op
+    from tenloom.runtime.evaluate import optimize_graph
+
+    def net(kind):
+        if kind == "randreg":
+            i, o, _, sd = ctg.utils.randreg_equation(36, 3, d_min=4, d_max=4, seed=5)
+        elif kind == "lattice":
+            i, o, _, sd = ctg.utils.lattice_equation([5, 5], d_min=4, d_max=4, seed=5)
+        else:
+            i, o, _, sd = ctg.utils.rand_equation(30, 3, n_out=2, d_min=2, d_max=4, seed=5)
+        ids = {lab: k for k, lab in enumerate(sd)}
+        rng = np.random.default_rng(0)
+        ops = []
+        for t in i:
+            ops += [tl.asarray(rng.standard_normal([sd[x] for x in t])), [ids[x] for x in t]]
+        return tl.einsum(*ops, [ids[x] for x in o])
+
+    def plan(t, **opts):
+        g = optimize_graph((t,), opts) if False else None
+        from tenloom.runtime import session
+        from tenloom.runtime.options import parse_options
+        o = session.optimize(session.build_graph((t,)), parse_options("evaluate", opts))
+        sig = []
+        for n in o.graph.order:
+            if n.op is Op.SLICED:
+                sig.append(["sliced", repr(n.attrs[2]), repr(n.attrs[3])])
+            elif n.op in (Op.CONTRACT, Op.EINSUM):
+                sig.append([n.op.name, repr(n.attrs), repr(n.shape)])
+        return sig
+
+    cache = sys.argv[1] if sys.argv[1] != "off" else False
+    out = {}
+    for kind in ("randreg", "lattice", "random"):
+        t = net(kind)
+        out[kind] = plan(t, cache_dir=cache)
+        out[kind + "-sliced"] = plan(t, cache_dir=cache, memory_limit="64KiB")
+        out[kind + "-compiled"] = plan(t, cache_dir=cache, memory_limit="256KiB")
+    print(json.dumps(out))
+    """
+)
+
+
+def _plans(tmp_path, cache) -> dict:
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD)
+    env = dict(os.environ, PYTHONHASHSEED="random")
+    env.pop("TENLOOM_CACHE_DIR", None)
+    env["TENLOOM_CACHE_DIR"] = str(tmp_path / "default-never-used")
+    res = subprocess.run(
+        [sys.executable, "-P", str(script), str(cache)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_two_fresh_processes_make_the_same_plans_and_a_cached_process_too(tmp_path):
+    first = _plans(tmp_path, "off")
+    second = _plans(tmp_path, "off")  # another process, hash seeds differ, no cache
+    assert first == second
+    assert any(row[0] == "sliced" for row in first["randreg-sliced"])  # slicing is compared
+    folder = tmp_path / "cache"
+    fresh = _plans(tmp_path, folder)  # fills the cache
+    assert list(folder.glob("path-*.json"))
+    cached = _plans(tmp_path, folder)  # reads it
+    assert fresh == first and cached == first
+    assert not (tmp_path / "default-never-used").exists()  # cache_dir given: used instead
+
+
+# ---- the disk cache ---------------------------------------------------------------------------
+
+
+def test_the_default_cache_folder_follows_the_variable_and_false_turns_it_off(
+    monkeypatch, tmp_path
+):
+    monkeypatch.setenv("TENLOOM_CACHE_DIR", str(tmp_path / "c"))
+    assert cache_folder(None) == str(tmp_path / "c")
+    assert cache_folder(False) is None
+    assert cache_folder(tmp_path / "given") == str(tmp_path / "given")
+    monkeypatch.setenv("TENLOOM_CACHE_DIR", "")
+    assert cache_folder(None) is None
+    monkeypatch.delenv("TENLOOM_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    if sys.platform.startswith("linux"):
+        assert cache_folder(None) == str(tmp_path / "xdg" / "tenloom")
+    with pytest.raises(OptionTypeError, match="cache_dir"):
+        tl.evaluate(tl.asarray(1.0), cache_dir=True)
+
+
+def _network_and_files(tmp_path, **opts):
+    terms, out, sizes = randreg(20, 3, seed=7)
+    t, arrays = lazy(terms, out, sizes)
+    tl.clear_caches()
+    value = t.evaluate(**opts)
+    np.testing.assert_allclose(value, reference(terms, out, arrays), rtol=1e-10, atol=1e-12)
+    return t, terms, out, sizes, arrays
+
+
+def test_default_evaluate_writes_the_path_and_a_new_process_reads_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENLOOM_CACHE_DIR", str(tmp_path))
+    t, *_ = _network_and_files(tmp_path)
+    files = list(tmp_path.glob("path-*.json"))
+    assert len(files) == 1
+    data = json.loads(files[0].read_text())
+    assert data["version"] == disk_key() and data["ssa_path"]
+    assert data["alternatives"]  # the search's other trees, for slicing
+    searches, hits = co.SEARCHES["n"], co.DISK_HITS["n"]
+    tl.clear_caches()  # as a new process: nothing in memory
+    t.evaluate()
+    assert co.SEARCHES["n"] == searches and co.DISK_HITS["n"] == hits + 1
+    # the alternatives came back too: slicing sees the same candidates
+    assert co._ALTERNATIVES.info().currsize >= 1
+
+
+def test_cache_dir_false_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENLOOM_CACHE_DIR", str(tmp_path))
+    _network_and_files(tmp_path, cache_dir=False)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    ["garbage", "version", "signature", "invalid_path", "bad_alternative", "truncated"],
+)
+def test_a_bad_cache_file_is_ignored_searched_again_and_rewritten(tmp_path, monkeypatch, spoil):
+    monkeypatch.setenv("TENLOOM_CACHE_DIR", str(tmp_path))
+    t, terms, out, sizes, arrays = _network_and_files(tmp_path)
+    (f,) = tmp_path.glob("path-*.json")
+    good = json.loads(f.read_text())
+    data = dict(good)
+    if spoil == "garbage":
+        f.write_text("{not json")
+    elif spoil == "truncated":
+        f.write_text(json.dumps(good)[:40])
+    else:
+        if spoil == "version":
+            data["version"] = "0.0.0/0"
+        elif spoil == "signature":
+            data["signature"] = data["signature"][:-3] + "9)"
+        elif spoil == "invalid_path":
+            data["ssa_path"] = [[0, 0]] + data["ssa_path"][1:]
+        else:
+            data["alternatives"] = [[[0, 1]]]
+        f.write_text(json.dumps(data))
+    searches = co.SEARCHES["n"]
+    tl.clear_caches()
+    np.testing.assert_allclose(t.evaluate(), reference(terms, out, arrays), rtol=1e-10, atol=1e-12)
+    assert co.SEARCHES["n"] == searches + 1  # not used: searched again
+    assert json.loads(f.read_text())["ssa_path"] == good["ssa_path"]  # and rewritten
+
+
+def test_valid_ssa():
+    assert co.valid_ssa([(0, 1), (2, 3)], 3)
+    assert not co.valid_ssa([(0, 1)], 3)
+    assert not co.valid_ssa([(0, 1), (0, 2)], 3)
+    assert not co.valid_ssa([(0, 1), (3, 3)], 3)
+    assert not co.valid_ssa([(0, "x"), (2, 3)], 3)
+    assert not co.valid_ssa([(0, 5), (2, 3)], 3)
+
+
+def test_an_unwritable_cache_folder_only_loses_the_cache(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("TENLOOM_CACHE_DIR", str(blocker / "sub"))
+    _network_and_files(tmp_path)  # evaluates; nothing written
+
+
+# ---- evaluate's promotion, and compile's effort -----------------------------------------------
+
+
+def test_a_repeated_evaluate_is_promoted_to_the_compile_search_once(tmp_path):
+    terms, out, sizes = randreg(30, 4, seed=11)
+    t, arrays = lazy(terms, out, sizes)
+    ref = reference(terms, out, arrays)
+    runs, promotions = session.PASS_RUNS["n"], session.PROMOTIONS["n"]
+    for k in range(session.PROMOTE_AT + 2):
+        np.testing.assert_allclose(t.evaluate(), ref, rtol=1e-9, atol=1e-12)
+        if k < session.PROMOTE_AT - 1:
+            assert session.PROMOTIONS["n"] == promotions
+    assert session.PROMOTIONS["n"] == promotions + 1
+    assert session.PASS_RUNS["n"] == runs + 2  # the first run, and the promotion
+    # the promoted graph is what a compiled plan of the same outputs gets
+    plan = tl.compile(t)
+    from tenloom.runtime.evaluate import optimize_graph
+
+    promoted = optimize_graph(session.build_graph((t,)), {})
+    assert [n.attrs for n in plan.optimized.order if n.op.name == "CONTRACT"] == [
+        n.attrs for n in promoted.order if n.op.name == "CONTRACT"
+    ]
+    np.testing.assert_allclose(plan()[0], ref, rtol=1e-9, atol=1e-12)
+
+
+def test_graphs_without_an_auto_search_are_never_promoted():
+    arr = np.arange(6.0)
+    arr.flags.writeable = False  # compile captures it as it is: the same outputs
+    x = tl.asarray(arr)
+    y = tl.sin(x) * 2 + 1
+    promotions, runs = session.PROMOTIONS["n"], session.PASS_RUNS["n"]
+    for _ in range(session.PROMOTE_AT + 1):
+        np.testing.assert_allclose(y.evaluate(), np.sin(np.arange(6.0)) * 2 + 1)
+    assert session.PROMOTIONS["n"] == promotions and session.PASS_RUNS["n"] <= runs + 1
+    plan = tl.compile(y)  # no search to lengthen: evaluate's optimized graph is reused
+    assert session.PASS_RUNS["n"] <= runs + 1
+    np.testing.assert_allclose(plan()[0], np.sin(np.arange(6.0)) * 2 + 1)
+
+
+def test_compile_searches_with_the_compile_effort(monkeypatch):
+    seen = []
+    real = co.auto_trees
+
+    def spy(terms, out, sizes, effort=1.0, complex_=False, progress=False):
+        seen.append(effort)
+        return real(terms, out, sizes, effort, complex_, progress)
+
+    monkeypatch.setattr(co, "auto_trees", spy)
+    terms, out, sizes = randreg(16, 3, seed=13)
+    t, arrays = lazy(terms, out, sizes)
+    tl.compile(t, cache_dir=False)
+    t2, _ = lazy(terms, out, sizes, seed=1)
+    t2.evaluate(cache_dir=False)
+    assert seen == [co.COMPILE_EFFORT, 1.0]
+    assert Options(search_effort=2.0).pass_key != Options().pass_key
