@@ -34,12 +34,14 @@ immutable (write ``t = np.add(a, b)``). Operands of a foreign array type with it
 through ``tenloom`` / ``tl.linalg``. An argument the adapter cannot honour exactly (``out=``,
 ``where=``, ``initial=``, ``order="A"``, ``hermitian=True``, ``upper=True``, a ``dtype=``
 tenloom cannot cast to as NumPy does) is never dropped: the call evaluates then calls, so
-NumPy applies it. Linear algebra returns NumPy's result tuples (``SVDResult``, ``EighResult``,
-``QRResult``, ``SlogdetResult``, ``EigResult``: the same field names). ``np.linalg.eig`` and
-``eigvals`` are lazy for complex input only: for real input NumPy's result dtype depends on
-the values (real when every eigenvalue is). ``np.where(c)`` (one argument) and every function
-missing from the table evaluate then call. ``np.shape``, ``np.ndim``, ``np.size`` and
-``np.result_type`` answer from the static shape and dtype, without evaluating.
+NumPy applies it. ``np.fft``'s transforms and shifts are ``tl.fft``'s (lazy, except for what
+``tl.fft`` takes differently: see their table). Linear algebra returns NumPy's result tuples
+(``SVDResult``, ``EighResult``, ``QRResult``, ``SlogdetResult``, ``EigResult``: the same field
+names). ``np.linalg.eig`` and ``eigvals`` are lazy for complex input only: for real input
+NumPy's result dtype depends on the values (real when every eigenvalue is). ``np.where(c)``
+(one argument) and every function missing from the table evaluate then call. ``np.shape``,
+``np.ndim``, ``np.size`` and ``np.result_type`` answer from the static shape and dtype, without
+evaluating.
 
 **Scalars.** ``float(t)``, ``int(t)``, ``complex(t)``, ``operator.index(t)`` and ``t.item()``
 evaluate (only the element ``t.item(i)`` names); a shape or dtype that NumPy refuses raises
