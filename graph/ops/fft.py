@@ -101,6 +101,8 @@ def _check_axes(op: str, x, axes: tuple[int, ...]) -> None:
 
 
 def _need_dtype(op: str, x, accepted: dict, what: str) -> None:
+    """DTypeError unless ``x``'s dtype is a key of ``accepted`` (_REAL's keys are the complex
+    dtypes, _COMPLEX's the real ones)."""
     if x.dtype not in accepted:
         raise DTypeError(
             f"{op}: operand 0 of shape {fmt_shape(x.shape)} has dtype {x.dtype}; {what} "
