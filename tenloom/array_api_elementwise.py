@@ -45,6 +45,57 @@ def _complex_of(x: Tensor) -> np.dtype:
     return np.result_type(x.dtype, np.complex64)
 
 
+# ---- complex numbers part by part (tl.complex keeps infinite parts: no 0 * inf) ---------------
+def _times_i(z: Tensor) -> Tensor:
+    """``i z``, exactly: ``-Im z + i Re z`` (``z * 1j`` makes ``0 * inf`` NaN parts)."""
+    return tl.complex(tl.negative(tl.imag(z)), tl.real(z))
+
+
+def _times_minus_i(z: Tensor) -> Tensor:
+    """``-i z``, exactly: ``Im z - i Re z``."""
+    return tl.complex(tl.imag(z), tl.negative(tl.real(z)))
+
+
+def _scaled(z: Tensor, s: float) -> Tensor:
+    """``s z`` for a real ``s``, part by part (``z * s`` multiplies ``0 * inf`` into a part)."""
+    return tl.complex(tl.multiply(tl.real(z), s), tl.multiply(tl.imag(z), s))
+
+
+def _odd_parts(z: Tensor, finite: Tensor, table) -> Tensor:
+    """``f(z)`` for ``f`` (asinh, atanh) that keeps each quadrant (the real part of the result
+    has the sign of ``Re z``, the imaginary part that of ``Im z``, signed zeros included, as
+    ``f(conj z) = conj f(z)`` and ``f(-z) = -f(z)`` make it): ``finite`` where ``z`` is finite,
+    else ``table(a, b, k)``, the (real, imaginary) result for ``a = |Re z|``, ``b = |Im z|``
+    of C99's Annex G and the standard's special cases (``k(v)``: a 0-d constant of their
+    dtype); then the signs of ``z``'s parts."""
+    re, im = tl.real(z), tl.imag(z)
+    dt = re.dtype
+
+    def k(v: float) -> Tensor:
+        return tl.full((), v, dt)
+
+    r, i = table(tl.abs(re), tl.abs(im), k)
+    fin = isfinite(z)
+    r, i = tl.where(fin, tl.real(finite), r), tl.where(fin, tl.imag(finite), i)
+    return tl.complex(copysign(r, re), copysign(i, im))
+
+
+def _asinh_table(a: Tensor, b: Tensor, k):
+    inf_a, inf_b, nan_a, nan_b = isinf(a), isinf(b), isnan(a), isnan(b)
+    r = tl.where(tl.bitwise_or(inf_a, inf_b), k(math.inf), k(math.nan))
+    angle = tl.where(inf_b, tl.where(inf_a, k(math.pi / 4), k(math.pi / 2)), k(0.0))
+    i = tl.where(tl.bitwise_or(nan_a, nan_b), tl.where(tl.equal(b, 0), k(0.0), k(math.nan)), angle)
+    return r, i
+
+
+def _atanh_table(a: Tensor, b: Tensor, k):
+    inf_a, inf_b = isinf(a), isinf(b)
+    zero = tl.bitwise_or(tl.bitwise_or(inf_a, inf_b), tl.equal(a, 0))
+    r = tl.where(zero, k(0.0), k(math.nan))
+    right = tl.bitwise_or(inf_b, tl.bitwise_and(inf_a, tl.invert(isnan(b))))
+    return r, tl.where(right, k(math.pi / 2), k(math.nan))
+
+
 # ---- tenloom's own builders under the standard's names --------------------------------------
 abs = tl.abs  # noqa: A001
 add = tl.add
@@ -78,15 +129,24 @@ tanh = tl.tanh
 
 def floor_divide(a: Any, b: Any) -> Tensor:
     """``floor(a / b)``: NumPy's floor_divide with the standard's infinities (``inf // 2`` is
-    inf, ``1 // -inf`` is -0, where NumPy gives NaN and -1)."""
-    a, b = _pair(a, b)
+    inf, ``1 // -inf`` is -0, where NumPy gives NaN and -1). Also ``Tensor.__floordiv__``.
+
+    The operands are promoted and checked by NumPy's floor_divide (``tl.floor_divide``: NEP 50
+    for Python scalars, a DTypeError for a value that does not fit); the infinite and zero
+    results are constants chosen by the quotient's sign, so the derivative stays zero as
+    floor_divide's (no ``a / b`` whose derivative is NaN at ``b == 0``)."""
     out = tl.floor_divide(a, b)
-    if np.result_type(a.dtype, b.dtype).kind != "f":
+    dt = out.dtype
+    if dt.kind != "f":
         return out
-    q = tl.divide(a, b)
-    inf_a, inf_b = isinf(a), isinf(b)
-    out = tl.where(tl.bitwise_and(inf_a, isfinite(b)), q, out)  # +-inf, sign from the quotient
-    return tl.where(tl.bitwise_and(isfinite(a), inf_b), q, out)  # +-0 with the quotient's sign
+    a, b = (tl.astype(Tensor(n), dt) for n in out.node.inputs)  # as floor_divide lifted them
+    negative = tl.bitwise_xor(signbit(a), signbit(b))
+
+    def signed(v: float) -> Tensor:
+        return tl.where(negative, tl.full((), -v, dt), tl.full((), v, dt))
+
+    out = tl.where(tl.bitwise_and(isinf(a), isfinite(b)), signed(math.inf), out)
+    return tl.where(tl.bitwise_and(isfinite(a), isinf(b)), signed(0.0), out)
 
 
 def bitwise_invert(x: Any) -> Tensor:
@@ -234,15 +294,41 @@ def tan(x: Any) -> Tensor:
     x = _t(x)
     _need(x, "fc", "tan")
     if x.dtype.kind == "c":
-        return tl.multiply(tanh(tl.multiply(x, 1j)), -1j)  # tan(z) = -i tanh(iz)
+        return _times_minus_i(tanh(_times_i(x)))  # tan(z) = -i tanh(iz)
     return tl.divide(tl.sin(x), tl.cos(x))
 
 
+def _hyperbolic_times(a: Tensor, t: Tensor, odd: bool) -> Tensor:
+    """``sinh(a) * t`` (``odd``) or ``cosh(a) * t`` for real ``a``: for ``|a| > 20``, where
+    both are ``+-e^|a| / 2``, as ``(e * t / 2) * e`` with ``e = e^(|a|/2)``, finite wherever the
+    product is (``cosh(89.4)`` overflows float32, ``cosh(89.4) * cos(b)`` need not; NumPy's
+    ccosh scales alike)."""
+    near = tl.multiply(sinh(a) if odd else cosh(a), t)
+    big = tl.greater(tl.abs(a), 20)
+    e = tl.exp(tl.multiply(tl.where(big, tl.abs(a), 0), 0.5))
+    far = tl.multiply(tl.multiply(e, tl.multiply(t, 0.5)), e)
+    if odd:
+        far = tl.where(tl.less(a, 0), tl.negative(far), far)
+    return tl.where(big, far, near)
+
+
 def sinh(x: Any) -> Tensor:
+    """Complex: ``sinh(a) cos(b) + i cosh(a) sin(b)``, with C99's parts where ``inf * 0`` or
+    ``0 * NaN`` would make NaN (``sinh(inf + 0j)`` is ``inf + 0j``, ``sinh(0 + inf j)`` is
+    ``0 + NaN j``)."""
     x = _t(x)
     _need(x, "fc", "sinh")
     if x.dtype.kind == "c":
-        return tl.multiply(tl.subtract(tl.exp(x), tl.exp(tl.negative(x))), 0.5)
+        a, b = tl.real(x), tl.imag(x)
+        re = _hyperbolic_times(a, tl.cos(b), odd=True)
+        im = _hyperbolic_times(a, tl.sin(b), odd=False)
+        # an infinite or NaN b: +-0 keeps its sign, +-inf gives +inf (the sign unspecified;
+        # NumPy's)
+        nonfinite_b = tl.invert(isfinite(b))
+        re = tl.where(tl.bitwise_and(nonfinite_b, isinf(a)), tl.abs(a), re)
+        re = tl.where(tl.bitwise_and(nonfinite_b, tl.equal(a, 0)), a, re)
+        im = tl.where(tl.equal(b, 0), b, im)  # cosh(a) * +-0, a infinite or NaN included
+        return tl.complex(re, im)
     small = tl.less(tl.abs(x), 1)
     e = expm1(x)  # sinh = (e^x - e^-x)/2 = (expm1(x) + expm1(x)/(expm1(x)+1)) / 2
     near = tl.multiply(tl.add(e, tl.divide(e, tl.add(e, 1))), 0.5)
@@ -251,8 +337,22 @@ def sinh(x: Any) -> Tensor:
 
 
 def cosh(x: Any) -> Tensor:
+    """Complex: ``cosh(a) cos(b) + i sinh(a) sin(b)``, with C99's parts where ``inf * 0`` or
+    ``0 * NaN`` would make NaN (``cosh(inf + 0j)`` is ``inf + 0j``, ``cosh(0 + inf j)`` is
+    ``NaN + 0j``)."""
     x = _t(x)
     _need(x, "fc", "cosh")
+    if x.dtype.kind == "c":
+        a, b = tl.real(x), tl.imag(x)
+        re = _hyperbolic_times(a, tl.cos(b), odd=False)
+        im = _hyperbolic_times(a, tl.sin(b), odd=True)
+        finite_b = isfinite(b)
+        re = tl.where(tl.bitwise_and(isinf(a), tl.invert(finite_b)), tl.abs(a), re)
+        # +0 (the sign unspecified; NumPy's)
+        im = tl.where(tl.bitwise_and(tl.equal(a, 0), tl.invert(finite_b)), tl.abs(a), im)
+        # sinh(a) * +-0 with the sign of the product (a infinite or NaN included)
+        im = tl.where(tl.equal(b, 0), tl.where(signbit(a), tl.negative(b), b), im)
+        return tl.complex(re, im)
     return tl.multiply(tl.add(tl.exp(x), tl.exp(tl.negative(x))), 0.5)
 
 
@@ -280,7 +380,7 @@ def atan(x: Any) -> Tensor:
     x = _t(x)
     _need(x, "fc", "atan")
     if x.dtype.kind == "c":
-        return tl.multiply(atanh(tl.multiply(x, 1j)), -1j)
+        return _times_minus_i(atanh(_times_i(x)))  # atan(z) = -i atanh(iz)
     return atan2(x, tl.full(x.shape, 1, x.dtype))
 
 
@@ -288,15 +388,16 @@ def asin(x: Any) -> Tensor:
     x = _t(x)
     _need(x, "fc", "asin")
     if x.dtype.kind == "c":
-        return tl.multiply(asinh(tl.multiply(x, 1j)), -1j)
+        return _times_minus_i(asinh(_times_i(x)))  # asin(z) = -i asinh(iz)
     return atan2(x, tl.sqrt(tl.multiply(tl.subtract(1, x), tl.add(1, x))))
 
 
 def acos(x: Any) -> Tensor:
     x = _t(x)
     _need(x, "fc", "acos")
-    if x.dtype.kind == "c":
-        return tl.subtract(math.pi / 2, asin(x))
+    if x.dtype.kind == "c":  # pi/2 - asin(z), part by part (the imaginary part negated exactly)
+        w = asin(x)
+        return tl.complex(tl.subtract(math.pi / 2, tl.real(w)), tl.negative(tl.imag(w)))
     return atan2(tl.sqrt(tl.multiply(tl.subtract(1, x), tl.add(1, x))), x)
 
 
@@ -307,7 +408,8 @@ def _big(x: Tensor) -> float:
 
 def asinh(x: Any) -> Tensor:
     """``log(x + sqrt(x^2 + 1))`` on the half plane Re >= 0 (odd symmetry for the other half,
-    so nothing cancels), ``log(2x)`` where ``x^2`` would overflow."""
+    so nothing cancels), ``log(2x)`` where ``x^2`` would overflow; a complex ``x`` with an
+    infinite or NaN part takes C99's values (``_asinh_table``)."""
     x = _t(x)
     _need(x, "fc", "asinh")
     if x.dtype.kind == "c":
@@ -317,7 +419,8 @@ def asinh(x: Any) -> Tensor:
         ws = tl.where(big, 0, w)
         near = tl.log(tl.add(ws, tl.sqrt(tl.add(tl.multiply(ws, ws), 1))))
         r = tl.where(big, tl.add(tl.log(w), math.log(2)), near)
-        return tl.where(neg, tl.negative(r), r)
+        r = tl.where(neg, tl.negative(r), r)
+        return _odd_parts(x, r, _asinh_table)
     a = tl.abs(x)
     big = tl.greater(a, _big(x))  # x*x would overflow: asinh(a) = log(2a) there
     a2 = tl.where(big, 0, tl.multiply(a, a))
@@ -330,7 +433,15 @@ def acosh(x: Any) -> Tensor:
     x = _t(x)
     _need(x, "fc", "acosh")
     if x.dtype.kind == "c":
-        return tl.log(tl.add(x, tl.multiply(tl.sqrt(tl.add(x, 1)), tl.sqrt(tl.subtract(x, 1)))))
+        r = tl.log(tl.add(x, tl.multiply(tl.sqrt(tl.add(x, 1)), tl.sqrt(tl.subtract(x, 1)))))
+        # an infinite or NaN part: +-i acos(z) (C99's cacosh: |Im acos z| + i Re(acos z))
+        w = acos(x)
+        fin = isfinite(x)
+        re = tl.where(fin, tl.real(r), tl.imag(w))
+        im = tl.where(fin, tl.imag(r), tl.real(w))
+        # the real part is >= 0 and the imaginary part has the sign of Im z (C99; the sum
+        # above loses the sign of a zero Im z on the branch cut, and rounds |Re| below 0)
+        return tl.complex(tl.abs(re), copysign(im, tl.imag(x)))
     big = tl.greater(x, _big(x))
     xs = tl.where(big, 2, x)
     r = tl.log(tl.add(xs, tl.sqrt(tl.multiply(tl.subtract(xs, 1), tl.add(xs, 1)))))
@@ -341,8 +452,9 @@ def acosh(x: Any) -> Tensor:
 def atanh(x: Any) -> Tensor:
     x = _t(x)
     _need(x, "fc", "atanh")
-    if x.dtype.kind == "c":
-        return tl.multiply(tl.subtract(tl.log(tl.add(1, x)), tl.log(tl.subtract(1, x))), 0.5)
+    if x.dtype.kind == "c":  # halved part by part: atanh(1 + 0j) is inf + 0j, not inf + NaN j
+        r = _scaled(tl.subtract(tl.log(tl.add(1, x)), tl.log(tl.subtract(1, x))), 0.5)
+        return _odd_parts(x, r, _atanh_table)
     return tl.multiply(log1p(tl.divide(tl.multiply(x, 2), tl.subtract(1, x))), 0.5)
 
 

@@ -69,6 +69,18 @@ class Tensor(Value):
             raise DeviceError(f"to_device: {device!r}; this tensor is on {self.device!r}")
         return self
 
+    # ``//`` follows the array API standard at infinities (``inf // 2`` is inf, ``1 // -inf``
+    # is -0, where NumPy's floor_divide gives NaN and -1); ``tl.floor_divide`` stays NumPy's
+    def __floordiv__(self, other) -> "Tensor":
+        from tenloom.array_api_elementwise import floor_divide
+
+        return floor_divide(self, other)
+
+    def __rfloordiv__(self, other) -> "Tensor":
+        from tenloom.array_api_elementwise import floor_divide
+
+        return floor_divide(other, self)
+
     def __lshift__(self, other) -> "Tensor":
         from tenloom.array_api_elementwise import bitwise_left_shift
 

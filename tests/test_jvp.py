@@ -178,6 +178,13 @@ EXTRA = {
         "complex128",
         False,
     ),
+    # complex(real, imag) (graph/ops/complex_parts.py): real parts in, one complex value out
+    "complex_from_parts": (
+        lambda a, b: tl.complex(a, b[:1]) * tl.complex(tl.sin(b), a * a),
+        [S, S],
+        "float64",
+        False,
+    ),
     # advanced indexing and functional updates (GATHER, SCATTER_ADD: graph/ops/gather.py)
     "gather_scatter_add": (
         lambda x: x.at[[0, 0], [1, 1]].add(x[[1, 2], [3, 0]]) + x[[2, 0, 2], ::-1],

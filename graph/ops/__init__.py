@@ -48,6 +48,7 @@ from tenloom.graph.ops import sliced  # noqa: E402, F401
 from tenloom.graph.ops import nn  # noqa: E402, F401  (composites only: defines no op)
 from tenloom.graph.ops import gather  # noqa: E402, F401  (advanced indexing)
 from tenloom.graph.ops import fft  # noqa: E402, F401  (tl.fft)
+from tenloom.graph.ops import complex_parts  # noqa: E402, F401  (complex(real, imag))
 from tenloom.graph import build, value  # noqa: E402
 
 value.bind(build)

@@ -392,6 +392,9 @@ def emit(op: Op, attrs: tuple, args: list[tuple[str, np.dtype]], out: np.dtype) 
     if op is Op.WHERE:
         (c, cdt), (a, adt), (b, bdt) = args
         return f"(({cast(c, cdt, BOOL)}) ? ({cast(a, adt, out)}) : ({cast(b, bdt, out)}))"
+    if op is Op.COMPLEX:  # graph/ops/complex_parts.py: two real parts of one dtype, as is
+        (re, _), (im, _) = args
+        return f"(({COMPUTE[out.name]})({re}, {im}))"
     cdt = operand_dtype(op, [d for _, d in args], out)
     if op in _CMP and cdt.kind == "f" and all(d.kind in "iu" for _, d in args):
         return _mixed_int_compare(op, args)
