@@ -88,6 +88,20 @@ def _asinh_table(a: Tensor, b: Tensor, k):
     return r, i
 
 
+def _acosh_table(a: Tensor, b: Tensor, k):
+    """acosh(a + bj) for ``b = |Im z|`` where a part is infinite or NaN (C99's cacosh, the
+    standard's table): the real part +inf or NaN, the imaginary part a multiple of pi or NaN;
+    acosh(conj z) = conj(acosh(z)) gives the other half plane."""
+    inf_a, inf_b, nan_a, nan_b = isinf(a), isinf(b), isnan(a), isnan(b)
+    r = tl.where(tl.bitwise_or(inf_a, inf_b), k(math.inf), k(math.nan))
+    neg = tl.less(a, 0)
+    on_b = tl.where(inf_a, tl.where(neg, k(3 * math.pi / 4), k(math.pi / 4)), k(math.pi / 2))
+    i = tl.where(inf_b, on_b, tl.where(neg, k(math.pi), k(0.0)))  # b inf, or a inf, b finite
+    i = tl.where(nan_a, k(math.nan), i)
+    i = tl.where(nan_b, tl.where(tl.equal(a, 0), k(math.pi / 2), k(math.nan)), i)
+    return r, i
+
+
 def _atanh_table(a: Tensor, b: Tensor, k):
     inf_a, inf_b = isinf(a), isinf(b)
     zero = tl.bitwise_or(tl.bitwise_or(inf_a, inf_b), tl.equal(a, 0))
@@ -434,14 +448,14 @@ def acosh(x: Any) -> Tensor:
     _need(x, "fc", "acosh")
     if x.dtype.kind == "c":
         r = tl.log(tl.add(x, tl.multiply(tl.sqrt(tl.add(x, 1)), tl.sqrt(tl.subtract(x, 1)))))
-        # an infinite or NaN part: +-i acos(z) (C99's cacosh: |Im acos z| + i Re(acos z))
-        w = acos(x)
+        a, b = tl.real(x), tl.imag(x)
+        sr, si = _acosh_table(a, tl.abs(b), lambda v: tl.full((), v, a.dtype))
         fin = isfinite(x)
-        re = tl.where(fin, tl.real(r), tl.imag(w))
-        im = tl.where(fin, tl.imag(r), tl.real(w))
+        re = tl.where(fin, tl.real(r), sr)
+        im = tl.where(fin, tl.imag(r), si)
         # the real part is >= 0 and the imaginary part has the sign of Im z (C99; the sum
         # above loses the sign of a zero Im z on the branch cut, and rounds |Re| below 0)
-        return tl.complex(tl.abs(re), copysign(im, tl.imag(x)))
+        return tl.complex(tl.abs(re), copysign(im, b))
     big = tl.greater(x, _big(x))
     xs = tl.where(big, 2, x)
     r = tl.log(tl.add(xs, tl.sqrt(tl.multiply(tl.subtract(xs, 1), tl.add(xs, 1)))))
