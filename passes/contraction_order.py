@@ -247,7 +247,7 @@ def disk_put(folder: str, sig, ssa, others) -> None:
 # tl.compile), each trial charged a nominal cost per tensor of the network.
 NOMINAL_MADDS_PER_S = 2e10  # a 2-core machine's float64 GEMM rate, about
 RG_TRIAL_S = 5e-5  # one random-greedy trial, per tensor (measured 1e-5 - 1.4e-4 s)
-RG_ROUND = 8  # random-greedy trials per round; the first round always runs
+RG_ROUND = 8  # random-greedy trials per round
 RG_MAX = 256
 HQ_TRIAL_S = 1.5e-3  # one trial of the high-quality hyper search, per tensor (0.5e-3 - 4e-3 s)
 HQ_THRESHOLD_S = 0.05  # the high-quality search runs when effort x predicted time >= this
@@ -286,7 +286,7 @@ warnings.filterwarnings("ignore", message="Couldn't import `kahypar`", category=
 def auto_trees(terms, out, sizes, effort: float = 1.0, complex_: bool = False, progress=False):
     """The trees of the "auto" search, as cotengra trees (the benchmarks give the peers the
     same ones): greedy; cotengra's exact programme on easy networks, else seeded
-    random-greedy rounds while their nominal cost stays under ``effort`` x the predicted run
+    random-greedy rounds while their nominal cost stays within ``effort`` x the predicted run
     time of the best tree so far, then a subtree reconfiguration of the best; and the
     high-quality search when ``effort`` x that time reaches HQ_THRESHOLD_S, with as many trials
     as that time pays for."""
@@ -305,14 +305,19 @@ def auto_trees(terms, out, sizes, effort: float = 1.0, complex_: bool = False, p
     else:
         spent, rounds = 0.0, 0
         while rounds * RG_ROUND < RG_MAX:
-            if rounds and spent >= effort * predicted_seconds(best_cost(), complex_):
+            # a round is worth its nominal cost: a network greedy orders well enough for a
+            # run shorter than a round of trials (a circuit's gates, an MPS energy) gets none
+            if spent + RG_ROUND * RG_TRIAL_S * n > effort * predicted_seconds(
+                best_cost(), complex_
+            ):
                 break
             rg = ctg.RandomGreedyOptimizer(max_repeats=RG_ROUND, seed=rounds, parallel=False)
             trees.append(ctg.ContractionTree.from_path(*args, path=rg(*args)))
             spent += RG_ROUND * RG_TRIAL_S * n
             rounds += 1
-        best = min(trees[1:], key=lambda t: t.contraction_cost())
-        trees.append(best.subtree_reconfigure(subtree_size=4))
+        if rounds:
+            best = min(trees[1:], key=lambda t: t.contraction_cost())
+            trees.append(best.subtree_reconfigure(subtree_size=4))
     budget = effort * predicted_seconds(best_cost(), complex_)
     if budget >= HQ_THRESHOLD_S:
         trials = int(min(HQ_MAX, max(HQ_MIN, budget // (HQ_TRIAL_S * n))))

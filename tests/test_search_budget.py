@@ -66,7 +66,7 @@ def test_the_high_quality_search_runs_only_when_the_effort_pays_for_it(monkeypat
     assert made == [] and co.predicted_seconds(cheap, False) < co.HQ_THRESHOLD_S
     # an effort that makes the predicted time worth HQ_THRESHOLD_S: the search runs, with
     # the trials that time pays for, never fewer than HQ_MIN
-    effort = 2 * co.HQ_THRESHOLD_S / co.predicted_seconds(cheap, False)
+    effort = 1e3 * co.HQ_THRESHOLD_S / co.predicted_seconds(cheap, False)
     trees = co.auto_trees(terms, out, sizes, effort=effort)
     assert len(made) == 1 and co.HQ_MIN <= made[0] <= co.HQ_MAX
     assert min(t.contraction_cost() for t in trees) <= cheap
@@ -207,6 +207,7 @@ def _network_and_files(tmp_path, **opts):
 
 def test_default_evaluate_writes_the_path_and_a_new_process_reads_it(tmp_path, monkeypatch):
     monkeypatch.setenv("TENLOOM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(co, "RG_TRIAL_S", 1e-12)  # random-greedy rounds: other trees to keep
     t, *_ = _network_and_files(tmp_path)
     files = list(tmp_path.glob("path-*.json"))
     assert len(files) == 1
@@ -329,3 +330,22 @@ def test_compile_searches_with_the_compile_effort(monkeypatch):
     t2.evaluate(cache_dir=False)
     assert seen == [co.COMPILE_EFFORT, 1.0]
     assert Options(search_effort=2.0).pass_key != Options().pass_key
+
+
+def test_random_greedy_rounds_run_only_as_far_as_the_predicted_time_pays(monkeypatch):
+    import cotengra as ctg
+
+    terms, out, sizes = randreg(40, 4, seed=2)  # too hard for the exact programme
+    seeds = []
+    real = ctg.RandomGreedyOptimizer
+
+    def spy(*a, seed=None, **k):
+        seeds.append(seed)
+        return real(*a, seed=seed, **k)
+
+    monkeypatch.setattr(ctg, "RandomGreedyOptimizer", spy)
+    monkeypatch.setattr(co, "RG_TRIAL_S", 1.0)  # a round costs more than any run here: none
+    assert len(co.auto_trees(terms, out, sizes)) == 1 and seeds == []  # greedy alone
+    monkeypatch.setattr(co, "RG_TRIAL_S", 1e-12)  # rounds cost nothing: all of them, seeded
+    co.auto_trees(terms, out, sizes)
+    assert seeds == list(range(co.RG_MAX // co.RG_ROUND))
