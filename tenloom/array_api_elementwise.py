@@ -138,7 +138,19 @@ remainder = tl.remainder
 sin = tl.sin
 sqrt = tl.sqrt
 subtract = tl.subtract
-tanh = tl.tanh
+
+
+def tanh(x: Any) -> Tensor:
+    """NumPy's tanh, and for complex ``a + bj`` with ``a`` infinite and ``b`` finite the
+    standard's ``+-1 + 0j`` with the sign of ``b`` (``tanh(inf + 2j)`` is ``1 + 0j``; NumPy's C
+    library gives ``1 + 0 * sin(2b) j``, ``1 - 0j`` there)."""
+    x = _t(x)
+    out = tl.tanh(x)
+    if x.dtype.kind != "c":
+        return out
+    a, b = tl.real(x), tl.imag(x)
+    edge = tl.complex(copysign(1.0, a), copysign(0.0, b))
+    return tl.where(tl.bitwise_and(isinf(a), isfinite(b)), edge, out)
 
 
 def floor_divide(a: Any, b: Any) -> Tensor:

@@ -248,6 +248,19 @@ STANDARD = {
         ([NAN], NONZERO, complex(NAN, NAN), ""),
         ([NAN], [NAN], complex(NAN, NAN), ""),
     ],
+    "tanh": [
+        ([0.0], [0.0], complex(0.0, 0.0), ""),
+        (NONZERO, [INF], complex(NAN, NAN), ""),
+        ([0.0], [INF], complex(0.0, NAN), ""),
+        (NONZERO, [NAN], complex(NAN, NAN), ""),
+        ([0.0], [NAN], complex(0.0, NAN), ""),
+        ([INF], POS + [2.0, 1e300], complex(1.0, 0.0), ""),  # sin(2b) < 0 for b = 2
+        ([INF], [INF], complex(1.0, 0.0), "i"),
+        ([INF], [NAN], complex(1.0, 0.0), "i"),
+        ([NAN], [0.0], complex(NAN, 0.0), ""),
+        ([NAN], NONZERO, complex(NAN, NAN), ""),
+        ([NAN], [NAN], complex(NAN, NAN), ""),
+    ],
     "sinh": [
         ([0.0], [0.0], complex(0.0, 0.0), ""),
         ([0.0], [INF], complex(0.0, NAN), "r"),
@@ -297,11 +310,16 @@ GRID = [0.0, -0.0, 0.5, -1.5, 2.5, INF, -INF, NAN]
 
 
 def open_signs(name: str, z: complex) -> str:
-    """The parts whose sign the standard leaves open and tenloom's differs from NumPy's:
-    acos, asin and atan of +-inf + NaN j (through asinh(NaN + inf j) and atanh(NaN + inf j),
-    whose real part's sign is open)."""
-    symmetric = name in ("acos", "asin", "atan")
-    return "i" if symmetric and math.isinf(z.real) and math.isnan(z.imag) else ""
+    """The parts whose sign tenloom's differs from NumPy's where the standard leaves it open
+    or decides it otherwise: acos, asin and atan of +-inf + NaN j (through asinh(NaN + inf j)
+    and atanh(NaN + inf j), whose real part's sign is open), and tan(a +- inf j) = -i tanh(iz)
+    with the standard's tanh(+-inf + bj) = +-1 + 0j for b > 0, where NumPy's C library gives
+    the zero the sign of sin(2b)."""
+    if name in ("acos", "asin", "atan") and math.isinf(z.real) and math.isnan(z.imag):
+        return "i"
+    if name == "tan" and math.isinf(z.imag) and math.isfinite(z.real) and z.real != 0:
+        return "r"
+    return ""
 
 
 def same_values(got, want, open_sign: str = "", what: str = "") -> None:
