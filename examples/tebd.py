@@ -73,8 +73,13 @@ class TEBD:
             return apply_gate
 
         self._right, self._left = apply("right"), apply("left")
-        # a Kernels only for right_canonicalize's LQ
-        right_canonicalize(self.mps, Kernels(make_mpo("heisenberg"), chi, device))
+        # a Kernels only for right_canonicalize's LQ, on the device (its arrays there and back:
+        # the gate plans take and return host arrays)
+        kernels = Kernels(make_mpo("heisenberg"), chi, device)
+        xp = getattr(kernels, "xp", np)
+        mps = [xp.asarray(a) for a in self.mps]
+        right_canonicalize(mps, kernels)
+        self.mps = [a.get() if hasattr(a, "get") else a for a in mps]
 
     def _gate(self, i: int, g: np.ndarray, absorb: str) -> None:
         dtype = np.result_type(self.mps[i], g)

@@ -96,9 +96,25 @@ def _scatter_ref(xs, attrs):
     # zeros_like dispatches on the array type (NumPy's or CuPy's); so does add.at (CuPy's
     # ufunc.at, atomic adds), and duplicates accumulate on both
     out = np.zeros_like(g, shape=(attrs.size,) + tuple(g.shape[idx.ndim :]))
-    if idx.size:
+    if not idx.size:
+        return out
+    if isinstance(out, np.ndarray) or out.dtype in _ADD_AT_DTYPES:
         np.add.at(out, idx, g)
+    elif out.dtype.kind == "c":  # CuPy: part by part (each part a float view of ``out``)
+        np.add.at(out.real, idx, g.real)
+        np.add.at(out.imag, idx, g.imag)
+    else:  # CuPy, bool and 8/16-bit ints: in 64 bits, then back (wrapping as NumPy's adds do)
+        wide = np.uint64 if out.dtype.kind == "u" else np.int64
+        acc = np.zeros_like(out, dtype=wide)
+        np.add.at(acc, idx, g.astype(wide))
+        out[...] = (acc != 0) if out.dtype.kind == "b" else acc.astype(out.dtype)
     return out
+
+
+# the dtypes CuPy's add.at takes (its atomic adds); others go through a wider or real view
+_ADD_AT_DTYPES = frozenset(
+    np.dtype(t) for t in ("int32", "int64", "uint32", "uint64", "float16", "float32", "float64")
+)
 
 
 def _check_scatter(ins, at, op):
