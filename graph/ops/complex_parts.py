@@ -64,7 +64,7 @@ def _ref(xs, attrs):
     """Each part written into its half of the result: exact, whatever the values. Written with
     ``empty_like`` and the ``real``/``imag`` setters, which CuPy's arrays dispatch to CuPy."""
     a, b = xs
-    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    shape = np.broadcast_shapes(a.shape, b.shape)
     out = np.empty_like(a, dtype=COMPLEX_OF[np.dtype(a.dtype)], shape=shape)
     out.real = a
     out.imag = b
