@@ -207,7 +207,8 @@ def _banded(
     def run(a, b):
         a, b = grouped(a, b)
         rdt = np.result_type(a.dtype, b.dtype) if dtype is None else np.dtype(dtype)
-        if inner.fits(rdt, nk):
+        # host arrays only: CuPy's (the CUDA backend shares this kernel) go to the GEMM
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and inner.fits(rdt, nk):
             k_shape = a.shape[n_lead:]  # b's summed axes lie between size-1 ones: same sizes
             s = inner.inner_product(a.reshape(k_shape), b.reshape(k_shape), rdt)
             if s is not None:
