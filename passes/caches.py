@@ -284,8 +284,27 @@ def cache_folder(cache_dir: Any) -> str | None:
 _DISK_KEY: list[str] = []
 
 
+def _model_digest() -> str:
+    """A digest of the constants that decide which tree a search keeps: the cost model's
+    (passes/cost.py) and the search budgets' (passes/contraction_order.py). A change to any
+    of them makes every entry written before unreadable, so a cached tree is always the tree a
+    fresh search would give."""
+    import hashlib
+
+    from tenloom.passes import contraction_order, cost
+
+    items = sorted(
+        (f"{mod.__name__}.{name}", repr(value))
+        for mod in (cost, contraction_order)
+        for name, value in vars(mod).items()
+        if name.isupper() and isinstance(value, (int, float)) and not isinstance(value, bool)
+    )
+    return hashlib.sha256(repr(items).encode()).hexdigest()[:12]
+
+
 def disk_key() -> str:
-    """What a disk cache entry is valid for: tenloom's version and the disk format."""
+    """What a disk cache entry is valid for: tenloom's version, the disk format and the cost
+    model with the search budgets (``_model_digest``)."""
     if _DISK_KEY:
         return _DISK_KEY[0]
     from importlib.metadata import PackageNotFoundError, version
@@ -294,7 +313,7 @@ def disk_key() -> str:
         v = version("tenloom")
     except PackageNotFoundError:  # a source checkout run without installing
         v = "source"
-    _DISK_KEY.append(f"{v}/{DISK_FORMAT}")
+    _DISK_KEY.append(f"{v}/{DISK_FORMAT}/{_model_digest()}")
     return _DISK_KEY[0]
 
 

@@ -349,3 +349,17 @@ def test_random_greedy_rounds_run_only_as_far_as_the_predicted_time_pays(monkeyp
     monkeypatch.setattr(co, "RG_TRIAL_S", 1e-12)  # rounds cost nothing: all of them, seeded
     co.auto_trees(terms, out, sizes)
     assert seeds == list(range(co.RG_MAX // co.RG_ROUND))
+
+
+def test_the_disk_key_changes_with_the_cost_model_and_the_budgets(monkeypatch):
+    from tenloom.passes import caches, cost
+
+    base = caches._model_digest()
+    monkeypatch.setattr(cost, "COPY_MADDS", cost.COPY_MADDS + 1)
+    assert caches._model_digest() != base
+    monkeypatch.undo()
+    monkeypatch.setattr(co, "NOMINAL_MADDS_PER_S", 2 * co.NOMINAL_MADDS_PER_S)
+    assert caches._model_digest() != base
+    monkeypatch.undo()
+    monkeypatch.setattr(caches, "_DISK_KEY", [])  # worked out again (it is memoized)
+    assert caches._model_digest() == base and disk_key().endswith(base)
