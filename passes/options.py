@@ -35,6 +35,9 @@ class Options:
     deterministic: bool = False
     memory_limit: int | None = None  # bytes
     scheduler: Any = None
+    # contractions' arithmetic (runtime/precision.py): a run setting read by the CUDA kernels,
+    # not in pass_key (no pass reads it; the optimized graph is the same at every precision)
+    precision: str = "highest"
     # ---- what the orchestrator sets for the passes ----------------------------------------
     target: str | None = None  # the device the graph will run on (its fusion limits)
     fusion: Any = None  # a FusionLimits overriding the target's (passes/fuse_elementwise.py)

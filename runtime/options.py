@@ -38,6 +38,7 @@ OPTION_NAMES: tuple[str, ...] = (
     "deterministic",
     "memory_limit",
     "scheduler",
+    "precision",  # runtime/precision.py: contractions at tf32 / bf16 / fp16 on CUDA
 )
 # compile / @function bind arrays when the plan is called: no feed=
 COMPILE_OPTIONS = tuple(k for k in OPTION_NAMES if k != "feed")
@@ -85,6 +86,8 @@ def parse_options(
             fields["devices"] = None if checked is None else _as_tuple(checked)
         else:
             given[name] = fields[name] = checked
+    if fields.get("precision", "highest") != "highest":  # precision=: a CUDA device's only
+        _check_precision_devices(caller, fields["precision"], fields.get("devices"))
     record = Options(**fields, given=MappingProxyType(given))
     if key is not None:
         _PARSED.put(key, record)
@@ -98,6 +101,8 @@ def _as_tuple(device: str | tuple[str, ...]) -> tuple[str, ...]:
 def _unknown(caller: str, name: Any, allowed: tuple[str, ...]) -> OptionTypeError:
     close = difflib.get_close_matches(str(name), allowed, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
+    if name == "precision" and name not in allowed:  # precision=: grad & co. build lazy tensors
+        hint = " (precision is an option of the run: give it to evaluate or compile)"
     return OptionTypeError(
         f"{caller}: unknown option {name!r}{hint}; valid options: {', '.join(allowed)}"
     )
@@ -399,7 +404,29 @@ def parse_device_name(caller: str, name: Any, device: Any = None) -> tuple[str, 
 _NAMES: LRUCache[str, tuple[str, int]] = LRUCache("runtime.options.device_names", 256)
 
 
+def _check_precision(caller: str, precision: Any) -> str:
+    from tenloom.runtime.precision import PRECISIONS
+
+    accepted = ", ".join(repr(p) for p in PRECISIONS) + " (JAX's names)"
+    if not isinstance(precision, str):
+        raise _bad(caller, "precision", precision, accepted)
+    if precision not in PRECISIONS:
+        raise _bad(caller, "precision", precision, accepted, wrong_type=False)
+    return precision
+
+
+def _check_precision_devices(caller: str, precision: str, devices: Any) -> None:
+    """precision= other than "highest" on a device that cannot run it (the default device
+    where none is given): OptionError here, before any work."""
+    from tenloom.runtime import session
+    from tenloom.runtime.precision import check_devices
+
+    names = (session.DEFAULT_DEVICE,) if devices is None else devices
+    check_devices(caller, precision, names)
+
+
 _CHECKS = {
+    "precision": _check_precision,
     "feed": _check_feed,
     "device": _check_device,
     "passes": _check_passes,

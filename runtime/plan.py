@@ -114,6 +114,7 @@ class Plan:
             len(self.devices) == 1
             and not (o.scheduler or o.memory_limit or o.deterministic)
             and o.to_host
+            and o.precision == "highest"  # precision=: run_context sets it
         )
         self.cost = Cost(
             flops=graph_flops(self.optimized),
@@ -193,7 +194,7 @@ class Plan:
 
 # options a saved plan keeps: those that shape how it runs (checked on save and load) and
 # those that only recorded how it was optimized (kept when they are plain data)
-_RUN_OPTIONS = ("device", "to_host", "threads", "deterministic", "memory_limit")
+_RUN_OPTIONS = ("device", "to_host", "threads", "deterministic", "memory_limit", "precision")
 _SAVED_OPTIONS = ("passes", "optimize")
 
 
@@ -286,17 +287,23 @@ def _check_loaded_options(opts: dict) -> str | None:
         "threads": lambda v: v is None or (type(v) is int and v >= 1),
         "deterministic": lambda v: type(v) is bool,
         "memory_limit": lambda v: v is None or type(v) in (int, str),
+        "precision": lambda v: type(v) is str and v in PRECISIONS,  # precision=
         "optimize": lambda v: v is None or type(v) in (str, bool, dict),
         "passes": lambda v: (
             v is None or (isinstance(v, (list, tuple)) and all(type(p) is str for p in v))
         ),
     }
+    from tenloom.runtime.precision import PRECISIONS  # precision=
+
     for k, ok in checks.items():
         if k in opts and not ok(opts[k]):
             return f"plan option {k}={opts[k]!r} has the wrong type"
     from tenloom.graph.errors import DeviceError, OptionError
     from tenloom.runtime.options import COMPILE_OPTIONS, parse_options
 
+    # precision= on a device that cannot run it is refused when the plan is built, not a
+    # malformed file: checked here without it
+    opts = {k: v for k, v in opts.items() if k != "precision"}
     try:  # the values compile checks (pass and preset names, sizes, device kinds)
         parse_options("load", opts, COMPILE_OPTIONS)
     except (OptionError, DeviceError) as e:

@@ -37,6 +37,7 @@ from tenloom.passes.options import NO_OPTIONS, Options
 from tenloom.passes.prereduce import still_frozen
 from tenloom.runtime.backends import get_backend
 from tenloom.runtime.options import parse_device_name, parse_options
+from tenloom.runtime.precision import check_devices, precision_mode  # precision=
 
 # The device used when none is given (tests point it at a GPU to run the corpus there:
 # TENLOOM_TEST_DEVICE=cuda:0), and threads= when not given (tests run the corpus with 2 too).
@@ -363,8 +364,10 @@ def run_context(o: Options, names: Sequence[str], threads: int) -> Iterator[None
     slices of sliced networks may run, and no buffer pooling under a memory limit."""
     from tenloom.runtime.determinism import deterministic_mode
 
+    check_devices("evaluate", o.precision, names)  # precision=: refused before the run starts
     limit = o.memory_limit
     with (
+        precision_mode(o.precision),  # precision=: read by the CUDA contraction kernels
         deterministic_mode(o.deterministic, threads),
         slicing_context(names, o.scheduler, limit),
         no_pooling(limit is not None),

@@ -48,6 +48,8 @@ class Report:
     graph: Graph
     slicing: list[dict] = field(default_factory=list)
     sweeps: dict | None = None  # forward / backward split when gradients are explained
+    # precision=: (precision, [(count, what, how)]) when the option was given
+    precision: tuple | None = None
 
     @property
     def before(self) -> Row:
@@ -77,6 +79,11 @@ class Report:
                 )
         lines += self._slicing_lines()
         lines += self._sweep_lines()
+        if self.precision is not None:  # precision=: how each kind of contraction runs
+            lines += ["", f"precision={self.precision[0]!r} (contractions):"]
+            lines += [
+                f"  {n} {what}{'s' if n > 1 else ''}: {how}" for n, what, how in self.precision[1]
+            ]
         return "\n".join(lines)
 
     def _sweep_lines(self) -> list[str]:
@@ -175,7 +182,10 @@ def explain(*tensors: Any, **opts: Any) -> Report:
             )
     assert math.isfinite(rows[-1].flops)
     slicing = [slicing_summary(n, o) for n in final.order if n.op is Op.SLICED]
-    return Report(rows, networks, final, slicing, _sweeps(graph, final, o))
+    from tenloom.runtime.precision import summary  # precision=
+
+    precision = (o.precision, summary(final, o.precision)) if "precision" in o.given else None
+    return Report(rows, networks, final, slicing, _sweeps(graph, final, o), precision)
 
 
 def _contractions(graph: Graph) -> tuple[int, int]:

@@ -36,7 +36,31 @@ from tenloom.runtime.kernels.contract import contract_kernel
 
 def _contract(be: Backend, node: Node):
     a, b = node.inputs
-    return contract_kernel(a.shape, b.shape, node.attrs)
+    exact = contract_kernel(a.shape, b.shape, node.attrs)
+    return _with_precision(exact, node)  # precision=: float32 / complex64 GEMMs lowered
+
+
+def _with_precision(exact, node: Node):
+    """precision=: the exact kernel where the run is at "highest" (read on each call, a context
+    variable), else the lowered one (runtime/backends/cuda_precision.py); contractions that
+    are never lowered (runtime/precision.py ``lowered``) get the exact kernel itself."""
+    from tenloom.graph.ops.contract import contract_layout
+    from tenloom.runtime.precision import PRECISION, lowered
+
+    a, b = node.inputs
+    if not lowered(node.dtype, contract_layout(node.attrs, a.shape, b.shape).nk):
+        return exact
+    from tenloom.runtime.backends.cuda_precision import lowered_contract
+
+    low = lowered_contract(a.shape, b.shape, node.attrs, node.dtype)
+    get = PRECISION.get
+
+    def run(x, y):
+        p = get()
+        return exact(x, y) if p == "highest" else low(x, y, p)
+
+    run.__dict__.update(exact.__dict__)  # the exact kernel's tuning budget and flags
+    return run
 
 
 def _full(be: Backend, node: Node):
