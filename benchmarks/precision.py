@@ -34,6 +34,9 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 PRECISIONS = ("highest", "tf32", "bf16", "fp16")
+# one bounded path search for every run (the "auto" search's budget follows the predicted run
+# time, minutes on a lattice): the float32 runs of all precisions share its graph
+OPTIMIZE = {"method": "hyper", "max_repeats": 16}
 
 
 def lattice(quick: bool):
@@ -96,10 +99,10 @@ def errors(device: str, quick: bool) -> list[dict]:
     title, t32 = mps_mpo(quick, "float32")
     cases.append((title, t32, mps_mpo(quick, "float64")[1]))
     for title, t32, t64 in cases:
-        (ref,) = tl.evaluate(t64, device=device)
+        (ref,) = tl.evaluate(t64, device=device, optimize=OPTIMIZE)
         row = {"workload": title, "float64": float(ref)}
         for p in PRECISIONS:
-            (v,) = tl.evaluate(t32, device=device, precision=p)
+            (v,) = tl.evaluate(t32, device=device, precision=p, optimize=OPTIMIZE)
             row[p] = abs(float(v) - float(ref)) / abs(float(ref))
         rows.append(row)
         print(
@@ -120,7 +123,9 @@ def rates(device: str, quick: bool, repeats: int) -> dict:
     title, inputs, output, arrays = lattice(quick)
     t = network(inputs, output, arrays, "float32")
     t0 = time.perf_counter()
-    plans = {p: tl.compile([t], [], device=device, precision=p) for p in PRECISIONS}
+    plans = {
+        p: tl.compile([t], [], device=device, precision=p, optimize=OPTIMIZE) for p in PRECISIONS
+    }
     compile_s = time.perf_counter() - t0
     flops = plans["highest"].cost.flops
     assert all(pl.cost.flops == flops for pl in plans.values())  # one graph
