@@ -495,6 +495,7 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
                 options.progress,
                 options.reverse_sweep,  # tl.grad: room for the reverse sweep
                 options.threads or 1,  # threads share the memory: slices fit at once
+                beside=sum(x.nbytes for x, _ in items if x.op not in (Op.CONST, Op.PLACEHOLDER)),
             )
             if found is None:  # the fewest-flops tree fits unsliced
                 if start is path:

@@ -156,12 +156,38 @@ def check_memory_limit(graph: Graph, limit: int, caller: str = "evaluate") -> No
 
     peak = peak_bytes(graph)
     if peak > limit:
-        biggest = max(graph.order, key=lambda n: n.nbytes)
         raise MemoryLimitError(
             f"{caller}: predicted peak memory {peak} bytes exceeds memory_limit={limit} bytes; "
-            f"the largest array is {biggest.op.value} {biggest.dtype}{biggest.shape} "
-            f"({biggest.nbytes} bytes) at {biggest.where}"
+            + _peak_site(graph)  # slicing-agreement: where the peak is, not the largest array
         )
+
+
+def _peak_site(graph: Graph) -> str:
+    """Where ``peak_bytes`` finds the peak (slicing-agreement): the node running then, its own
+    bytes and a slice's, and the other arrays live beside it (the same walk)."""
+    from tenloom.passes.cost import PREEXISTING, transient_bytes
+
+    order = graph.schedule
+    remaining: dict[int, int] = {}
+    for node in order:
+        for i in node.inputs:
+            remaining[id(i)] = remaining.get(id(i), 0) + 1
+    outputs = {id(o) for o in graph.outputs}
+    live = best = beside = 0
+    site = order[-1]
+    for node in order:
+        if node.op not in PREEXISTING:
+            live += node.nbytes
+            if live + transient_bytes(node) > best:
+                best, site, beside = live + transient_bytes(node), node, live - node.nbytes
+        for i in node.inputs:
+            remaining[id(i)] -= 1
+            if remaining[id(i)] == 0 and id(i) not in outputs and i.op not in PREEXISTING:
+                live -= i.nbytes
+    where = f"{site.op.value} {site.dtype}{fmt_shape(site.shape)} at {site.where}"
+    sliced = transient_bytes(site)
+    own = f"{site.nbytes} bytes" + (f" plus one slice of {sliced} bytes" if sliced else "")
+    return f"the peak is at {where} ({own}, beside {beside} bytes of other live arrays)"
 
 
 # ---- optimization --------------------------------------------------------------------------

@@ -171,6 +171,9 @@ def _deal(n: int, workers: list, sync) -> None:
 
     def loop(w: int) -> None:
         worker = workers[w]
+        # the threads run slices side by side: each slice's kernels run on its own thread
+        # (kernels that split over THREADS would start threads of their own on busy cores)
+        THREADS.set(1)
         try:
             if deterministic:
                 for k in range(w, n, len(workers)):
