@@ -1,22 +1,27 @@
 """precision= on CUDA (issue 23): the relative error of each precision against float64 per
 workload, and the rate (TFLOP/s) of "highest", "tf32", "bf16" and "fp16" on lattice 8x8 D=8
-float32 (goal: tf32 >= 4x the float32 rate, to resolve >= 3x, at relative error <= 1e-3).
+float32 (goal: tf32 >= 4x the float32 rate, to resolve >= 3x, at relative error <= 1e-3) and
+on lattice 6x6 D=16 float32, whose contractions are compute-bound.
 
     python benchmarks/precision.py [--device cuda:0] [--repeats 5] [--quick] [--out FILE]
 
 Workloads (arrays from numpy.random.default_rng(seed).standard_normal, scaled so the value is
 O(1): benchmarks/workloads.py ``scaled_arrays``), each a scalar:
 
-- lattice 8x8 D=8: ``cotengra.utils.lattice_equation([8, 8], d_min=8, d_max=8, seed=1)``;
-- MPS/MPO <psi|H|psi>: L=40, chi=256, MPO bond 5, built site by site (workloads.py, seed 2);
+- lattice 8x8 D=8 and 6x6 D=16: ``cotengra.utils.lattice_equation(dims, d_min=D, d_max=D,
+  seed=1)``;
+- MPS/MPO <psi|H|psi>: L=40, chi=256, MPO bond 5, built site by site (workloads.py's arrays,
+  seed 2);
 - random 3-regular: ``cotengra.utils.randreg_equation(60, 3, d_min=4, d_max=4, seed=1)``.
 
-The float64 reference is the same network in float64 on the same device (same path); each
-precision's value is the float32 network's. The rate is the plan's flops (``plan.cost.flops``:
-the contractions' multiply-adds x 2) over the median of ``--repeats`` timed calls after one
-warm-up, every precision on the same compiled graph (one path search: precision= changes no
-pass), in one process, one after the other. Raw cuBLAS rates of an 8192^3 GEMM at each
-precision (runtime/backends/cuda_precision.py ``gemm``) are printed beside them for scale.
+The float64 reference is the same network in float64 on the same device; each precision's
+value is the float32 network's ("tf32-hw": TF32 with the tensor cores' own operand
+conversion). The rate is the plan's flops (``plan.cost.flops``: the contractions'
+multiply-adds x 2) over the median of ``--repeats`` timed calls after one warm-up, every
+precision on the same compiled graph (one path search: precision= changes no pass), in one
+process, interleaved. Beside it: the rate of an 8192^3 cuBLAS GEMM at each precision
+(runtime/backends/cuda_precision.py ``gemm``), the copy bandwidth, and the roofline of the
+plan's contractions at those rates (``roofline``): what the precision alone could give.
 """
 
 from __future__ import annotations
@@ -37,13 +42,14 @@ PRECISIONS = ("highest", "tf32", "bf16", "fp16")
 # one bounded path search for every run (the "auto" search's budget follows the predicted run
 # time, minutes on a lattice): the float32 runs of all precisions share its graph
 OPTIMIZE = {"method": "hyper", "max_repeats": 16}
+TF32_HW = "tf32-hw"
 
 
-def lattice(quick: bool):
+def lattice(quick: bool, dims=(8, 8), d=8):
     from cotengra.utils import lattice_equation
     from workloads import scaled_arrays
 
-    dims, d = ([6, 6], 6) if quick else ([8, 8], 8)
+    dims, d = ([6, 6], 6) if quick else (list(dims), d)
     inputs, output, _, sd = lattice_equation(dims, d_min=d, d_max=d, seed=1)
     return f"lattice {dims[0]}x{dims[1]} D={d}", inputs, output, scaled_arrays(inputs, sd, 1)
 
@@ -69,25 +75,33 @@ def network(inputs, output, arrays, dtype):
 
 
 def mps_mpo(quick: bool, dtype):
-    from workloads import mps_mpo_arrays, mps_mpo_expectation
+    """W2's <psi|H|psi>, site by site (workloads.py ``mps_mpo_expectation``, whose float64
+    environment would make every contraction float64), in ``dtype`` throughout."""
+    from workloads import mps_mpo_arrays
 
     import tenloom as tl
 
     L, chi = (12, 64) if quick else (40, 256)
     mps, mpo = mps_mpo_arrays(L, chi, 5, 2, seed=2)
-    t = mps_mpo_expectation(
-        [tl.asarray(a.astype(dtype)) for a in mps], [tl.asarray(w.astype(dtype)) for w in mpo]
-    )
-    return f"MPS/MPO <psi|H|psi> L={L} chi={chi} D=5", t
+    env = tl.ones((1, 1, 1), dtype=dtype)
+    for a, w in zip(mps, mpo):
+        a = tl.asarray(a.astype(dtype))
+        env = tl.einsum("abc,aid,bije,cjf->def", env, a, tl.asarray(w.astype(dtype)), a)
+    return f"MPS/MPO <psi|H|psi> L={L} chi={chi} D=5", tl.sum(env)
 
 
 def errors(device: str, quick: bool) -> list[dict]:
-    """Relative error |value - float64| / |float64| of each precision, per workload."""
+    """Relative error |value - float64| / |float64| of each precision, per workload; "tf32-hw"
+    leaves the rounding of the operands to TF32 to the tensor cores (cuda_precision.py
+    ``TF32_ROUNDING``)."""
+    from tenloom.runtime.backends import cuda_precision
+
     import tenloom as tl
 
     rows = []
     cases = []
-    for make in (lattice, randreg):
+    makers = [lattice, randreg, lambda q: lattice(q, (6, 6), 16)]
+    for make in makers[:2] if quick else makers:
         title, inputs, output, arrays = make(quick)
         cases.append(
             (
@@ -101,26 +115,51 @@ def errors(device: str, quick: bool) -> list[dict]:
     for title, t32, t64 in cases:
         (ref,) = tl.evaluate(t64, device=device, optimize=OPTIMIZE)
         row = {"workload": title, "float64": float(ref)}
-        for p in PRECISIONS:
-            (v,) = tl.evaluate(t32, device=device, precision=p, optimize=OPTIMIZE)
+        for p in (*PRECISIONS, TF32_HW):
+            cuda_precision.TF32_ROUNDING = "hardware" if p == TF32_HW else "nearest"
+            q = "tf32" if p == TF32_HW else p
+            (v,) = tl.evaluate(t32, device=device, precision=q, optimize=OPTIMIZE)
             row[p] = abs(float(v) - float(ref)) / abs(float(ref))
+        cuda_precision.TF32_ROUNDING = "nearest"
         rows.append(row)
         print(
             f"{title:<40} "
-            + " ".join(f"{p}={row[p]:.2e}" for p in PRECISIONS)
+            + " ".join(f"{p}={row[p]:.2e}" for p in (*PRECISIONS, TF32_HW))
             + f"  (float64 value {float(ref):.6g})",
             flush=True,
         )
     return rows
 
 
-def rates(device: str, quick: bool, repeats: int) -> dict:
-    """TFLOP/s of each precision on the lattice, one compiled graph."""
+def roofline(graph, peaks: dict, bandwidth: float) -> dict:
+    """Seconds each precision would take if every CONTRACT ran at the GEMM rate measured for
+    it or at the copy bandwidth, whichever binds (operands and result read or written once, in
+    float32; copies and other ops not counted): how far the precision alone can go."""
+    from tenloom.graph.ops import Op
+    from tenloom.graph.ops.contract import contract_layout
+
+    out = {}
+    for p, peak in peaks.items():
+        total = 0.0
+        for n in graph.order:
+            if n.op is Op.CONTRACT:
+                a, b = n.inputs
+                g = contract_layout(n.attrs, a.shape, b.shape)
+                flops = 2 * g.nb * g.nl * g.nk * g.nr
+                nbytes = n.dtype.itemsize * g.nb * (g.nl * g.nk + g.nk * g.nr + g.nl * g.nr)
+                total += max(flops / (peak * 1e12), nbytes / bandwidth)
+        out[p] = total
+    return out
+
+
+def rates(device: str, quick: bool, repeats: int, peaks: dict, bandwidth: float, shape) -> dict:
+    """TFLOP/s of each precision on a lattice, one compiled graph."""
     import cupy as cp
+    from tenloom.runtime.backends import cuda_precision
 
     import tenloom as tl
 
-    title, inputs, output, arrays = lattice(quick)
+    title, inputs, output, arrays = lattice(quick, *shape)
     t = network(inputs, output, arrays, "float32")
     t0 = time.perf_counter()
     plans = {
@@ -129,23 +168,29 @@ def rates(device: str, quick: bool, repeats: int) -> dict:
     compile_s = time.perf_counter() - t0
     flops = plans["highest"].cost.flops
     assert all(pl.cost.flops == flops for pl in plans.values())  # one graph
+    bound = roofline(plans["highest"].optimized, peaks, bandwidth)
+    bound[TF32_HW] = bound["tf32"]
+    plans[TF32_HW] = plans["tf32"]  # with TF32_ROUNDING = "hardware"
+    names = (*PRECISIONS, TF32_HW)
     out = {"workload": title, "flops": flops, "compile_s": compile_s, "seconds": {}}
-    times: dict[str, list[float]] = {p: [] for p in PRECISIONS}
-    for p in PRECISIONS:  # warm-up
-        plans[p]()
-    for _ in range(repeats):  # interleaved
-        for p in PRECISIONS:
+    out["roofline_s"] = bound
+    times: dict[str, list[float]] = {p: [] for p in names}
+    for _ in range(repeats + 1):  # interleaved; the first round warms up
+        for p in names:
+            cuda_precision.TF32_ROUNDING = "hardware" if p == TF32_HW else "nearest"
             cp.cuda.Device().synchronize()
             s = time.perf_counter()
             plans[p]()  # to_host: waits for the value
             times[p].append(time.perf_counter() - s)
-    base = statistics.median(times["highest"])
-    for p in PRECISIONS:
-        med = statistics.median(times[p])
+    cuda_precision.TF32_ROUNDING = "nearest"
+    base = statistics.median(times["highest"][1:])
+    for p in names:
+        med = statistics.median(times[p][1:])
         out["seconds"][p] = med
         print(
             f"{title} {p:<8} {med * 1e3:9.2f} ms  {flops / med / 1e12:7.2f} TFLOP/s  "
-            f"{base / med:5.2f}x highest",
+            f"{base / med:5.2f}x highest  (roofline {bound[p] * 1e3:7.2f} ms, "
+            f"{bound['highest'] / bound[p]:.2f}x)",
             flush=True,
         )
     out["tflops"] = {p: flops / s / 1e12 for p, s in out["seconds"].items()}
@@ -180,6 +225,25 @@ def gemm_rates(n: int = 8192, repeats: int = 5) -> dict:
     return out
 
 
+def copy_bandwidth(n: int = 1 << 28) -> float:
+    """Bytes read and written per second by a device-to-device copy of n float32s."""
+    import cupy as cp
+
+    x = cp.ones(n, cp.float32)
+    y = cp.empty_like(x)
+    ts = []
+    for _ in range(5):
+        ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+        ev0.record()
+        y[...] = x
+        ev1.record()
+        ev1.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(ev0, ev1) / 1e3)
+    bw = 2 * 4 * n / statistics.median(ts)
+    print(f"copy {bw / 1e12:.2f} TB/s (read + write)", flush=True)
+    return bw
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda:0")
@@ -192,9 +256,12 @@ def main() -> None:
     name = cp.cuda.runtime.getDeviceProperties(0)["name"]
     name = name.decode() if isinstance(name, bytes) else str(name)
     print(f"device {args.device}: {name}; {platform.python_version()}", flush=True)
-    result = {"device": name, "gemm": gemm_rates()}
+    result = {"device": name, "gemm": gemm_rates(), "copy_bytes_per_s": copy_bandwidth()}
     result["errors"] = errors(args.device, args.quick)
-    result["rates"] = rates(args.device, args.quick, args.repeats)
+    result["rates"] = [
+        rates(args.device, args.quick, args.repeats, result["gemm"], result["copy_bytes_per_s"], s)
+        for s in (((8, 8), 8), ((6, 6), 16))[: 1 if args.quick else 2]
+    ]
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(result, indent=1))
 

@@ -246,6 +246,19 @@ def test_each_lowered_mode_really_rounds_the_operands(precision):
 
 
 @needs_gpu
+@pytest.mark.parametrize("precision, bits", [("tf32", 10), ("fp16", 10), ("bf16", 7)])
+def test_operands_are_rounded_to_nearest(precision, bits):
+    """1 + 3 2^-(p+2) lies above the midpoint of 1 and 1 + 2^-p (p mantissa bits): rounded to
+    nearest it is 1 + 2^-p, truncated (the tensor cores' own TF32 conversion) it would be 1."""
+    k = 64
+    x = np.float32(1 + 3 * 2.0 ** -(bits + 2))
+    a, b = np.full((4, k), x, np.float32), np.ones((k, 2), np.float32)
+    t = tl.einsum("ij,jk->ik", tl.asarray(a), tl.asarray(b))
+    (out,) = tl.evaluate(t, device="cuda:0", precision=precision)
+    assert np.all(out == np.float32(k * (1 + 2.0**-bits)))
+
+
+@needs_gpu
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_half_storage_accumulates_and_returns_float32(precision):
     """A sum of 4097 ones: float32 accumulation and result (a float16 result would be 4096)."""

@@ -5,8 +5,12 @@ labels summed, operands grouped as A[batch, left, con] and B[batch, con, right],
 GEMM, the result in ``out``'s order) with the GEMM a direct ``cublasGemmStridedBatchedEx``
 call rather than ``cupy.matmul``:
 
-- "tf32": float32 / complex64 operands as they are, compute type
-  ``CUBLAS_COMPUTE_32F_FAST_TF32``;
+- "tf32": float32 / complex64 operands rounded to the nearest TF32 value (10-bit mantissa)
+  in the one pass that also transposes them, then compute type
+  ``CUBLAS_COMPUTE_32F_FAST_TF32``. The tensor cores' own conversion drops the low mantissa
+  bits (truncation): its error has a sign, which grows along a network's chain of
+  contractions (``TF32_ROUNDING = "hardware"`` leaves it to them; benchmarks/precision.py
+  measures both);
 - "fp16" / "bf16": operands converted to float16 / bfloat16, compute type
   ``CUBLAS_COMPUTE_32F``, a float32 result written by the GEMM itself (no rounding of the
   result to half precision). CuPy has no bfloat16 dtype: bfloat16 operands are the upper 16
@@ -60,41 +64,90 @@ _TO_BF16 = cp.ElementwiseKernel(
     """,
     "tenloom_to_bf16",
 )
+# float32 -> the nearest TF32 value (10-bit mantissa, round to nearest even), kept as a float32;
+# infinities and NaN as they are
+_TO_TF32 = cp.ElementwiseKernel(
+    "float32 x",
+    "float32 y",
+    """
+    unsigned int u = __float_as_uint(x);
+    if ((u & 0x7f800000u) != 0x7f800000u) {
+        u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+    }
+    y = __uint_as_float(u);
+    """,
+    "tenloom_to_tf32",
+)
+# How "tf32" operands become TF32: "nearest" rounds them to nearest (one elementwise pass per
+# operand, fused with its transposition) so the tensor cores' conversion finds nothing to
+# drop; "hardware" leaves it to the GEMM, which truncates (a bias towards zero that adds up
+# along a network: benchmarks/precision.py measures both)
+TF32_ROUNDING = "nearest"
 
 
-def _half(x, precision: str):
-    """A float32 array as the (float16 or bfloat16) operand storage of ``precision``."""
+def store(x, precision: str):
+    """A float32 array (any layout) as the C-contiguous operand storage of ``precision``:
+    float32 rounded to TF32, float16, or bfloat16 bits (uint16); one pass."""
+    if precision == "tf32":
+        return _TO_TF32(x) if TF32_ROUNDING == "nearest" else cp.ascontiguousarray(x)
     if precision == "fp16":
-        return x.astype(cp.float16)
+        return x.astype(cp.float16, order="C")
     return _TO_BF16(x)
 
 
+def _store_complex(x, precision: str):
+    """A complex64 array (any layout) as C-contiguous TF32-rounded complex64 ("tf32" only)."""
+    x = cp.ascontiguousarray(x)
+    if TF32_ROUNDING != "nearest":
+        return x
+    return _TO_TF32(x.view(np.float32)).view(np.complex64)
+
+
 def gemm(a, b, precision: str, out_dtype) -> Any:
-    """C[nb, nl, nr] = A[nb, nl, nk] @ B[nb, nk, nr] of C-contiguous float32 or complex64
-    arrays at ``precision`` ("tf32", "bf16" or "fp16")."""
+    """C[nb, nl, nr] = A[nb, nl, nk] @ B[nb, nk, nr] of float32 or complex64 arrays (any
+    layout) at ``precision`` ("tf32", "bf16" or "fp16"), a C-contiguous ``out_dtype`` array."""
+    out_dtype = np.dtype(out_dtype)
+    if out_dtype.kind != "c":
+        return stored_gemm(store(a, precision), store(b, precision), precision, out_dtype)
+    if precision == "tf32":
+        return stored_gemm(
+            _store_complex(a, precision), _store_complex(b, precision), precision, out_dtype
+        )
+    # one real GEMM: [[Ar, -Ai], [Ai, Ar]] @ [[Br], [Bi]] = [[Cr], [Ci]], the blocks written
+    # straight into the half-precision storage
     nb, nl, nk = a.shape
     nr = b.shape[2]
-    complex_ = out_dtype.kind == "c"
+    sdt = np.float16 if precision == "fp16" else np.uint16
+    big_a = cp.empty((nb, 2 * nl, 2 * nk), sdt)
+    big_b = cp.empty((nb, 2 * nk, nr), sdt)
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    for dst, src in (
+        (big_a[:, :nl, :nk], ar),
+        (big_a[:, :nl, nk:], -ai),
+        (big_a[:, nl:, :nk], ai),
+        (big_a[:, nl:, nk:], ar),
+        (big_b[:, :nk], br),
+        (big_b[:, nk:], bi),
+    ):
+        if precision == "fp16":
+            dst[...] = src
+        else:
+            _TO_BF16(src, dst)
+    c = stored_gemm(big_a, big_b, precision, np.dtype(np.float32))
+    out = cp.empty((nb, nl, nr), out_dtype)
+    parts = out.view(np.float32).reshape(nb, nl, nr, 2)
+    parts[..., 0] = c[:, :nl]
+    parts[..., 1] = c[:, nl:]
+    return out
+
+
+def stored_gemm(a, b, precision: str, out_dtype) -> Any:
+    """The GEMM of operands already in ``precision``'s storage (``store``), C-contiguous."""
     if precision == "tf32":
-        ctype = _C_32F if complex_ else _R_32F
-        return _strided_gemm(a, b, ctype, ctype, _COMPUTE_32F_FAST_TF32, out_dtype)
-    if complex_:  # one real GEMM: [[Ar, -Ai], [Ai, Ar]] @ [[Br], [Bi]] = [[Cr], [Ci]]
-        ar, ai = a.real, a.imag
-        big_a = cp.empty((nb, 2 * nl, 2 * nk), np.float32)
-        big_a[:, :nl, :nk] = ar
-        big_a[:, :nl, nk:] = -ai
-        big_a[:, nl:, :nk] = ai
-        big_a[:, nl:, nk:] = ar
-        big_b = cp.concatenate((b.real, b.imag), axis=1)
-        c = gemm(big_a, big_b, precision, np.dtype(np.float32))
-        out = cp.empty((nb, nl, nr), out_dtype)
-        parts = out.view(np.float32).reshape(nb, nl, nr, 2)
-        parts[..., 0] = c[:, :nl]
-        parts[..., 1] = c[:, nl:]
-        return out
+        t = _C_32F if out_dtype.kind == "c" else _R_32F
+        return _strided_gemm(a, b, t, t, _COMPUTE_32F_FAST_TF32, out_dtype)
     htype = _R_16F if precision == "fp16" else _R_16BF
-    a16, b16 = _half(a, precision), _half(b, precision)
-    return _strided_gemm(a16, b16, htype, _R_32F, _COMPUTE_32F, out_dtype)
+    return _strided_gemm(a, b, htype, _R_32F, _COMPUTE_32F, out_dtype)
 
 
 def _strided_gemm(a, b, in_type: int, out_type: int, compute: int, out_dtype) -> Any:
@@ -149,13 +202,22 @@ def lowered_contract(a_shape: tuple, b_shape: tuple, attrs: Any, dtype: Any):
             a = a.sum(axis=g.a_only, dtype=dt)
         if g.b_only:
             b = b.sum(axis=g.b_only, dtype=dt)
-        a = cp.ascontiguousarray(a.astype(dt, copy=False).transpose(g.perm_a))
-        b = cp.ascontiguousarray(b.astype(dt, copy=False).transpose(g.perm_b))
-        c = gemm(a.reshape(g.nb, g.nl, g.nk), b.reshape(g.nb, g.nk, g.nr), precision, dt)
+        a = a.astype(dt, copy=False).transpose(g.perm_a)
+        b = b.astype(dt, copy=False).transpose(g.perm_b)
+        a_mat, b_mat = (g.nb, g.nl, g.nk), (g.nb, g.nk, g.nr)
+        if dt.kind == "c" and precision != "tf32":  # the real block GEMM (gemm)
+            a, b = cp.ascontiguousarray(a), cp.ascontiguousarray(b)
+            c = gemm(a.reshape(a_mat), b.reshape(b_mat), precision, dt)
+        elif dt.kind == "c":
+            a, b = _store_complex(a, precision), _store_complex(b, precision)
+            c = stored_gemm(a.reshape(a_mat), b.reshape(b_mat), precision, dt)
+        else:  # transposed and converted in one pass each
+            a, b = store(a, precision), store(b, precision)
+            c = stored_gemm(a.reshape(a_mat), b.reshape(b_mat), precision, dt)
         c = c.reshape(g.c_shape)
         return c if perm_c is None else c.transpose(perm_c)
 
     return run
 
 
-__all__ = ["gemm", "lowered_contract"]
+__all__ = ["TF32_ROUNDING", "gemm", "lowered_contract", "store", "stored_gemm"]
