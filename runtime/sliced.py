@@ -65,11 +65,13 @@ CONTEXT: contextvars.ContextVar[SliceContext | None] = contextvars.ContextVar(
 
 @dataclass
 class RunStats:
-    """What the last sliced run did (benchmarks report it): slices and busy seconds per worker."""
+    """What the last sliced run did (benchmarks and tests read it): slices and busy seconds per
+    worker, and the sliced indices ((label, size), ...) of the network it ran."""
 
     workers: list[str] = field(default_factory=list)
     slices: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    indices: tuple = ()
 
 
 LAST_RUN = RunStats()
@@ -205,6 +207,7 @@ def _deal(n: int, workers: list, sync) -> None:
 
 
 def _record(workers: list, names: list[str]) -> None:
+    LAST_RUN.indices = tuple(workers[0].attrs.sliced)
     LAST_RUN.workers[:] = names
     LAST_RUN.slices[:] = [w.count for w in workers]
     LAST_RUN.seconds[:] = [w.busy for w in workers]
