@@ -67,6 +67,7 @@ def evaluate(*tensors: Value, **opts: Any) -> tuple[np.ndarray, ...]:
     optimized = session.optimize_within_limit(graph, o, hit, key).graph
     threads = session.default_threads(optimized, backend) if o.threads is None else o.threads
     plain = threads == 1 and not o.deterministic and len(names) == 1 and limit is None
+    plain = plain and o.cache_dir is None  # issue 22: run_context tells kernels the cache_dir
     plain = plain and o.precision == "highest"  # precision=: run_context sets it
     if plain and o.scheduler is None and not o.progress:  # nothing to set up around the run
         return tuple(execute(optimized, bound, backend, names[0], o.to_host, 1))

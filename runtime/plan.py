@@ -114,6 +114,7 @@ class Plan:
             len(self.devices) == 1
             and not (o.scheduler or o.memory_limit or o.deterministic)
             and o.to_host
+            and o.cache_dir is None  # issue 22: run_context tells kernels the cache_dir
             and o.precision == "highest"  # precision=: run_context sets it
         )
         self.cost = Cost(

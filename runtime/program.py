@@ -32,6 +32,7 @@ from tenloom.graph.ops import Op
 from tenloom.graph.ops.leaf import is_frozen
 from tenloom.runtime import testing
 from tenloom.runtime.buffers import CURRENT, POOL_MIN_BYTES, POOLING, Arena, root
+from tenloom.runtime.kernels import copy_plan  # issue 22
 
 
 @dataclass
@@ -116,6 +117,7 @@ def compile_program(graph: Graph, backend: Any) -> Program:
         s.kernel is not None and s.node.nbytes >= POOL_MIN_BYTES and s.out not in keep
         for s in steps
     ) or any(getattr(s.kernel, "pools", False) for s in steps)  # issue 22: kernels' own copies
+    copy_plan.bind_budget(steps)  # issue 22: the kernels' copy-plan timing, bounded together
     prog = Program(steps, tuple(slot[id(o)] for o in graph.outputs), len(order), pooled)
     prog.slots = [None] * len(order)
     roots = set()

@@ -389,6 +389,7 @@ def run_context(o: Options, names: Sequence[str], threads: int) -> Iterator[None
     """What a run sets up around itself: deterministic kernels and the thread count, where the
     slices of sliced networks may run, and no buffer pooling under a memory limit."""
     from tenloom.runtime.determinism import deterministic_mode
+    from tenloom.runtime.kernels.copy_plan import tuning_cache  # issue 22
 
     check_devices("evaluate", o.precision, names)  # precision=: refused before the run starts
     limit = o.memory_limit
@@ -397,6 +398,7 @@ def run_context(o: Options, names: Sequence[str], threads: int) -> Iterator[None
         deterministic_mode(o.deterministic, threads),
         slicing_context(names, o.scheduler, limit),
         no_pooling(limit is not None),
+        tuning_cache(o.cache_dir),  # issue 22: where kernels keep timed copy plans
     ):
         yield
 

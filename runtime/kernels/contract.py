@@ -35,7 +35,8 @@ def contract_kernel(
     How each operand becomes its GEMM matrix (runtime/kernels/copy_plan.py) is decided once per
     layout of the operands: by the copy cost model, or, when ``tune()`` answers True on that
     call and the kernel is small enough to run a few extra times, by timing the candidate
-    plans."""
+    plans, as far as the program's timing budget allows (``kernel.tuning``, bound by
+    runtime/program.py; timings are remembered across processes, copy_plan.bounded)."""
     _, _, _, batch, left, con, _ = attrs  # a record, or a plain tuple from a test
     g = contract_layout(attrs, a_shape, b_shape)
     a_only, b_only, a_kept, b_kept = g.a_only, g.b_only, g.a_kept, g.b_kept
@@ -117,7 +118,25 @@ def contract_kernel(
             return model  # deterministic runs keep the model's plan
         return timed
 
+    tuning: list = [None]  # the program's timing budget (copy_plan.bind_budget); None: no bound
+
     def measured(a, b, ways_a, ways_b):
+        """The plan timing picks (``timed``), within the program's budget and remembered
+        across processes (copy_plan.bounded)."""
+        dt = np.result_type(a.dtype, b.dtype)
+        key = copy_plan.timing_key(
+            "contract",
+            (a.dtype.str, a.shape, a.strides, b.dtype.str, b.shape, b.strides),
+            (a_mat, b_mat, gemm.__name__),
+            [copy_plan.describe(w) for w in ways_a],
+            [copy_plan.describe(w) for w in ways_b],
+        )
+        trial = copy_plan.kernel_seconds(nb * nl * nk * nr, nb * (nl * nk + nk * nr + nl * nr), dt)
+        return copy_plan.bounded(
+            key, (ways_a, ways_b), lambda: timed(a, b, ways_a, ways_b), trial, tuning
+        )
+
+    def timed(a, b, ways_a, ways_b):
         """The plan timing picks: operand a's ways with b's first, then b's with a's best."""
         ha = ways_a[0]
         if len(ways_a) > 1:
@@ -155,9 +174,12 @@ def contract_kernel(
 
     if buffers is None or dtype is None:
         if banded:
-            return _banded(grouped, run_grouped, len(batch) + len(left), nk, c_shape, dtype, True)
-        run.fresh = True  # its result is new memory, never an input's or an arena's
-        return run
+            kernel = _banded(grouped, run_grouped, len(batch) + len(left), nk, c_shape, dtype, True)
+        else:
+            kernel = run
+            run.fresh = True  # its result is new memory, never an input's or an arena's
+        kernel.tuning = tuning
+        return kernel
     take, give = buffers.take, buffers.give
     dt, n_out = np.dtype(dtype), nb * nl * nr
     take_a, take_b = (None if small_a else take), (None if small_b else take)
@@ -192,6 +214,7 @@ def contract_kernel(
         else run_into
     )
     kernel.pools = not (small_a and small_b)
+    kernel.tuning = tuning
     return kernel
 
 

@@ -33,11 +33,20 @@ transposed matrix) perhaps the rounding.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
+from tenloom.graph.ops import Op
 
 VIEW, COPY, COPY_SWAPPED = "view", "copy", "copy_swapped"
 
@@ -315,10 +324,13 @@ def as_matrix(x: Any, shape: tuple, perm: tuple[int, ...], how: Any, take: Calla
     return (m.swapaxes(-1, -2) if swap else m), buf
 
 
+ROUNDS = 3  # timing rounds of ``measure``
+
+
 def measure(
     candidates: Sequence[Any],
     run: Callable[[Any], object],
-    rounds: int = 3,
+    rounds: int = ROUNDS,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Any:
     """The candidate whose ``run(candidate)`` took least time, the minimum over ``rounds``
@@ -331,3 +343,238 @@ def measure(
             run(c)
             best[i] = min(best[i], clock() - t0)
     return candidates[min(range(len(candidates)), key=best.__getitem__)]
+
+
+# ---- timing within a budget, remembered across processes (issue 22) ---------------------------
+#
+# Timing a kernel's candidate plans runs it about ROUNDS x (candidates) times more on its first
+# call: on a 20-qubit state-vector program (a few hundred small kernels) 78 of the first
+# evaluate's 98 s. So the kernels of one program (runtime/program.py binds them with
+# ``bind_budget``) share a budget of TUNE_FRACTION times the program's predicted run time (at
+# least TUNE_MIN_S); a kernel whose timing would overrun what is left keeps the model's plan.
+# What timing picks is written to the cache folder (``cache_dir``: passes/caches.py
+# cache_folder), so a later process reads it and times nothing. ``deterministic=True`` never
+# times and never reads a timed plan (the kernels' ``tune()`` says no).
+TUNE_FRACTION = 1.0  # of the program's predicted run time
+TUNE_MIN_S = 0.005  # seconds: small programs may still time a few kernels
+ELEMENT_S = 5e-10  # seconds a kernel spends per element it reads or writes, about
+MAX_ENTRIES = 20_000  # timed plans kept in the cache file (the oldest go first)
+CACHE_DIR: ContextVar[Any] = ContextVar("tenloom_tuning_cache_dir", default=None)
+_RATES: dict[str, float] = {}  # dtype char -> measured seconds per GEMM multiply-add
+# folder (None: no disk cache, this process only) -> key -> choice indices
+_TABLES: dict[str | None, dict[str, list[int]]] = {}
+_TABLE_LOCK = threading.Lock()
+CALL_S = 3e-6  # seconds a kernel call costs besides its work, about
+# timings made, refused by the budget and read from the cache, and the seconds timing took
+_PRODUCTS = frozenset((Op.CONTRACT, Op.EINSUM))  # the ops whose cost counts multiply-adds
+STATS: dict[str, float] = {"measured": 0, "refused": 0, "disk_hits": 0, "seconds": 0.0}
+
+
+class Budget:
+    """Seconds the kernels of one program may still spend timing plans, in all."""
+
+    __slots__ = ("left", "lock")
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+        self.lock = threading.Lock()
+
+    def grant(self, estimate: float) -> bool:
+        """Reserve ``estimate`` seconds if that much is left (False: time nothing)."""
+        with self.lock:
+            if estimate > self.left:
+                return False
+            self.left -= estimate
+            return True
+
+    def settle(self, estimate: float, spent: float) -> None:
+        """Charge what a granted timing really took in place of its estimate."""
+        with self.lock:
+            self.left -= spent - estimate
+
+
+def madd_seconds(dtype: Any) -> float:
+    """Seconds per multiply-add of a GEMM in ``dtype``, measured once per process on a small
+    product (BLAS for floating dtypes; NumPy's own loop, slower, for the others)."""
+    dtype = np.dtype(dtype)
+    rate = _RATES.get(dtype.char)
+    if rate is None:
+        n = 128 if dtype.kind in "fc" and dtype.itemsize >= 4 else 48
+        x = np.ones((n, n), dtype)
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            np.dot(x, x)
+            best = min(best, time.perf_counter() - t0)
+        rate = _RATES[dtype.char] = max(best, 1e-9) / n**3
+    return rate
+
+
+def kernel_seconds(madds: int, elements: int, dtype: Any) -> float:
+    """Predicted seconds of one kernel call: its multiply-adds at the measured GEMM rate and
+    the elements it reads and writes."""
+    return CALL_S + madds * madd_seconds(dtype) + elements * ELEMENT_S
+
+
+def bind_budget(steps: Sequence[Any]) -> Budget | None:
+    """Give the kernels of one program's ``steps`` (objects with ``.kernel`` and ``.node``)
+    that time plans (a ``tuning`` list attribute) one shared Budget: TUNE_FRACTION times the
+    program's predicted run time, at least TUNE_MIN_S."""
+    from tenloom.passes.cost import node_madds
+
+    slots = [t for s in steps if isinstance(t := getattr(s.kernel, "tuning", None), list)]
+    if not slots:
+        return None
+    total = 0.0
+    for s in steps:
+        if s.kernel is None:
+            continue
+        node = s.node
+        elements = node.size + sum(x.size for x in node.inputs)
+        madds = node_madds(node) if node.op in _PRODUCTS else 0
+        total += kernel_seconds(madds, elements, node.dtype)
+    budget = Budget(max(TUNE_MIN_S, TUNE_FRACTION * total))
+    for t in slots:
+        t[0] = budget
+    return budget
+
+
+def describe(way: Any) -> str:
+    """A way's name, the same in every process (for the cache key)."""
+    if isinstance(way, str):
+        return way
+    name = type(way).__name__
+    return name + ("-swapped" if getattr(way, "swap", False) else "")
+
+
+def _table_file(folder: str) -> str:
+    from tenloom.passes.caches import disk_key
+
+    tag = f"{disk_key()}|{platform.machine()}|{os.cpu_count()}"
+    return os.path.join(folder, f"copy-plans-{hashlib.sha1(tag.encode()).hexdigest()[:12]}.json")
+
+
+def _read_table(folder: str) -> dict[str, list[int]]:
+    """The timed plans on disk in ``folder`` (empty for a missing, foreign or corrupt file;
+    entries that are not lists of small non-negative integers are left out)."""
+    from tenloom.passes.caches import disk_key
+
+    try:
+        with open(_table_file(folder)) as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or data.get("version") != disk_key():
+            return {}
+        plans = data.get("plans")
+        if not isinstance(plans, dict):
+            return {}
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return {
+        k: v
+        for k, v in plans.items()
+        if isinstance(k, str)
+        and isinstance(v, list)
+        and 0 < len(v) <= 2
+        and all(type(i) is int and 0 <= i < 64 for i in v)
+    }
+
+
+@contextlib.contextmanager
+def tuning_cache(cache_dir: Any) -> Iterator[None]:
+    """Kernels running inside keep and read timed plans in the folder of the ``cache_dir``
+    option (None: the default folder; False: none)."""
+    token = CACHE_DIR.set(cache_dir)
+    try:
+        yield
+    finally:
+        CACHE_DIR.reset(token)
+
+
+def _folder() -> str | None:
+    from tenloom.passes.caches import cache_folder
+
+    return cache_folder(CACHE_DIR.get())
+
+
+def cached_choice(key: str, counts: Sequence[int]) -> tuple[int, ...] | None:
+    """The candidate indices timing picked for ``key`` in this or an earlier process (this one
+    only without a cache folder), or None; an entry that does not fit ``counts`` (candidates
+    per operand) is ignored."""
+    folder = _folder() or None  # None: kept in this process only
+    with _TABLE_LOCK:
+        table = _TABLES.get(folder)
+        if table is None:
+            table = _TABLES[folder] = {} if folder is None else _read_table(folder)
+        hit = table.get(key)
+    if hit is None or len(hit) != len(counts) or any(i >= n for i, n in zip(hit, counts)):
+        return None
+    STATS["disk_hits"] += 1
+    return tuple(hit)
+
+
+def remember(key: str, choice: Sequence[int]) -> None:
+    """Keep what timing picked, here and on disk (merged with what other processes wrote, and
+    written atomically: a reader sees the old file or the new one). A folder that cannot be
+    written to only loses the cache."""
+    folder = _folder() or None
+    from tenloom.passes.caches import disk_key
+
+    with _TABLE_LOCK:
+        table = _TABLES.setdefault(folder, {})
+        table[key] = list(choice)
+        if folder is None:  # no disk cache: this process only
+            return
+        merged = {**_read_table(folder), **table}
+        while len(merged) > MAX_ENTRIES:
+            del merged[next(iter(merged))]
+        _TABLES[folder] = merged
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump({"version": disk_key(), "plans": merged}, f)
+                os.replace(tmp, _table_file(folder))
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
+                raise
+        except OSError:
+            pass
+
+
+def timing_key(*parts: Any) -> str:
+    """A cache key for plans chosen among candidates for one layout: a digest of ``parts``
+    (shapes, strides, dtype and the candidates' names), the same in every process."""
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:24]
+
+
+def bounded(
+    key: str,
+    candidates: Sequence[Sequence[Any]],
+    time_them: Callable[[], tuple[Any, ...]],
+    trial_s: float,
+    tuning: list,
+) -> tuple[Any, ...]:
+    """The candidates (one list per operand, the model's first) timing picks, read from the
+    cache where an earlier call or process timed this layout, else timed by ``time_them``
+    when the program's budget (``tuning[0]``; None: no bound) has ROUNDS x candidates x
+    ``trial_s`` seconds left, else the model's."""
+    counts = [len(c) for c in candidates]
+    hit = cached_choice(key, counts)
+    if hit is not None:
+        return tuple(c[i] for c, i in zip(candidates, hit))
+    budget = tuning[0]
+    estimate = ROUNDS * sum(n for n in counts if n > 1) * trial_s
+    if budget is not None and not budget.grant(estimate):
+        STATS["refused"] += 1
+        return tuple(c[0] for c in candidates)
+    t0 = time.perf_counter()
+    picked = time_them()
+    spent = time.perf_counter() - t0
+    if budget is not None:
+        budget.settle(estimate, spent)
+    STATS["measured"] += 1
+    STATS["seconds"] += spent
+    remember(key, [next(i for i, w in enumerate(c) if w is p) for c, p in zip(candidates, picked)])
+    return picked
