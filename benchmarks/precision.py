@@ -15,8 +15,8 @@ O(1): benchmarks/workloads.py ``scaled_arrays``), each a scalar:
 - random 3-regular: ``cotengra.utils.randreg_equation(60, 3, d_min=4, d_max=4, seed=1)``.
 
 The float64 reference is the same network in float64 on the same device; each precision's
-value is the float32 network's ("tf32-hw": TF32 with the tensor cores' own operand
-conversion). The rate is the plan's flops (``plan.cost.flops``: the contractions'
+value is the float32 network's ("tf32-rn": TF32 with the operands rounded to nearest TF32
+first). The rate is the plan's flops (``plan.cost.flops``: the contractions'
 multiply-adds x 2) over the median of ``--repeats`` timed calls after one warm-up, every
 precision on the same compiled graph (one path search: precision= changes no pass), in one
 process, interleaved. Beside it: the rate of an 8192^3 cuBLAS GEMM at each precision
@@ -39,10 +39,12 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 PRECISIONS = ("highest", "tf32", "bf16", "fp16")
-# one bounded path search for every run (the "auto" search's budget follows the predicted run
-# time, minutes on a lattice): the float32 runs of all precisions share its graph
-OPTIMIZE = {"method": "hyper", "max_repeats": 16}
-TF32_HW = "tf32-hw"
+# tenloom's default "auto" path search: the same path in every process (cotengra's hyper search
+# is not seeded: two runs of one script found lattice 8x8 D=8 paths 2x apart in time). The
+# float32 runs of all precisions share one graph. The device run carries the disk cache of
+# these searches (TENLOOM_CACHE_DIR), made beforehand on another machine with the same code.
+OPTIMIZE = None
+TF32_RN = "tf32-rn"
 
 
 def lattice(quick: bool, dims=(8, 8), d=8):
@@ -91,9 +93,9 @@ def mps_mpo(quick: bool, dtype):
 
 
 def errors(device: str, quick: bool) -> list[dict]:
-    """Relative error |value - float64| / |float64| of each precision, per workload; "tf32-hw"
-    leaves the rounding of the operands to TF32 to the tensor cores (cuda_precision.py
-    ``TF32_ROUNDING``)."""
+    """Relative error |value - float64| / |float64| of each precision, per workload; "tf32-rn"
+    rounds the operands to the nearest TF32 value before cuBLAS's TF32 GEMM
+    (cuda_precision.py ``TF32_ROUNDING``)."""
     from tenloom.runtime.backends import cuda_precision
 
     import tenloom as tl
@@ -115,16 +117,16 @@ def errors(device: str, quick: bool) -> list[dict]:
     for title, t32, t64 in cases:
         (ref,) = tl.evaluate(t64, device=device, optimize=OPTIMIZE)
         row = {"workload": title, "float64": float(ref)}
-        for p in (*PRECISIONS, TF32_HW):
-            cuda_precision.TF32_ROUNDING = "hardware" if p == TF32_HW else "nearest"
-            q = "tf32" if p == TF32_HW else p
+        for p in (*PRECISIONS, TF32_RN):
+            cuda_precision.TF32_ROUNDING = "nearest" if p == TF32_RN else "hardware"
+            q = "tf32" if p == TF32_RN else p
             (v,) = tl.evaluate(t32, device=device, precision=q, optimize=OPTIMIZE)
             row[p] = abs(float(v) - float(ref)) / abs(float(ref))
-        cuda_precision.TF32_ROUNDING = "nearest"
+        cuda_precision.TF32_ROUNDING = "hardware"
         rows.append(row)
         print(
             f"{title:<40} "
-            + " ".join(f"{p}={row[p]:.2e}" for p in (*PRECISIONS, TF32_HW))
+            + " ".join(f"{p}={row[p]:.2e}" for p in (*PRECISIONS, TF32_RN))
             + f"  (float64 value {float(ref):.6g})",
             flush=True,
         )
@@ -169,20 +171,20 @@ def rates(device: str, quick: bool, repeats: int, peaks: dict, bandwidth: float,
     flops = plans["highest"].cost.flops
     assert all(pl.cost.flops == flops for pl in plans.values())  # one graph
     bound = roofline(plans["highest"].optimized, peaks, bandwidth)
-    bound[TF32_HW] = bound["tf32"]
-    plans[TF32_HW] = plans["tf32"]  # with TF32_ROUNDING = "hardware"
-    names = (*PRECISIONS, TF32_HW)
+    bound[TF32_RN] = bound["tf32"]
+    plans[TF32_RN] = plans["tf32"]  # with TF32_ROUNDING = "nearest"
+    names = (*PRECISIONS, TF32_RN)
     out = {"workload": title, "flops": flops, "compile_s": compile_s, "seconds": {}}
     out["roofline_s"] = bound
     times: dict[str, list[float]] = {p: [] for p in names}
     for _ in range(repeats + 1):  # interleaved; the first round warms up
         for p in names:
-            cuda_precision.TF32_ROUNDING = "hardware" if p == TF32_HW else "nearest"
+            cuda_precision.TF32_ROUNDING = "nearest" if p == TF32_RN else "hardware"
             cp.cuda.Device().synchronize()
             s = time.perf_counter()
             plans[p]()  # to_host: waits for the value
             times[p].append(time.perf_counter() - s)
-    cuda_precision.TF32_ROUNDING = "nearest"
+    cuda_precision.TF32_ROUNDING = "hardware"
     base = statistics.median(times["highest"][1:])
     for p in names:
         med = statistics.median(times[p][1:])

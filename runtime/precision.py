@@ -1,8 +1,8 @@
 """``precision=``: the arithmetic of contractions, JAX's ``precision`` as the model.
 
     "highest"  every contraction in its own dtype (the default; bit-identical to no option)
-    "tf32"     float32 and complex64 contractions as TF32 tensor-core GEMMs: operands rounded
-               to nearest with a 10-bit mantissa, float32 accumulation
+    "tf32"     float32 and complex64 contractions as TF32 tensor-core GEMMs (cuBLAS's TF32
+               math: operands with a 10-bit mantissa, float32 accumulation)
     "bf16"     float32 and complex64 contraction operands stored as bfloat16 (8-bit mantissa,
                float32's range), float32 accumulation, the result in float32 / complex64
     "fp16"     the same with float16 operands (10-bit mantissa, values beyond 65504 overflow)

@@ -246,16 +246,28 @@ def test_each_lowered_mode_really_rounds_the_operands(precision):
 
 
 @needs_gpu
-@pytest.mark.parametrize("precision, bits", [("tf32", 10), ("fp16", 10), ("bf16", 7)])
-def test_operands_are_rounded_to_nearest(precision, bits):
+@pytest.mark.parametrize(
+    "precision, bits, rounding",
+    [("tf32", 10, "hardware"), ("tf32", 10, "nearest"), ("fp16", 10, None), ("bf16", 7, None)],
+)
+def test_operands_are_rounded_to_nearest(precision, bits, rounding, monkeypatch):
     """1 + 3 2^-(p+2) lies above the midpoint of 1 and 1 + 2^-p (p mantissa bits): rounded to
-    nearest it is 1 + 2^-p, truncated (the tensor cores' own TF32 conversion) it would be 1."""
+    nearest it is 1 + 2^-p, truncated it would be 1. cuBLAS's own TF32 conversion
+    (TF32_ROUNDING "hardware", the default) gives one of the two, never the float32 value."""
+    if rounding is not None:
+        monkeypatch.setattr(
+            "tenloom.runtime.backends.cuda_precision.TF32_ROUNDING", rounding, raising=True
+        )
     k = 64
     x = np.float32(1 + 3 * 2.0 ** -(bits + 2))
     a, b = np.full((4, k), x, np.float32), np.ones((k, 2), np.float32)
     t = tl.einsum("ij,jk->ik", tl.asarray(a), tl.asarray(b))
     (out,) = tl.evaluate(t, device="cuda:0", precision=precision)
-    assert np.all(out == np.float32(k * (1 + 2.0**-bits)))
+    nearest = np.float32(k * (1 + 2.0**-bits))
+    if rounding == "hardware":
+        assert np.all((out == nearest) | (out == k)) and not np.any(out == k * x)
+    else:
+        assert np.all(out == nearest)
 
 
 @needs_gpu

@@ -5,12 +5,13 @@ labels summed, operands grouped as A[batch, left, con] and B[batch, con, right],
 GEMM, the result in ``out``'s order) with the GEMM a direct ``cublasGemmStridedBatchedEx``
 call rather than ``cupy.matmul``:
 
-- "tf32": float32 / complex64 operands rounded to the nearest TF32 value (10-bit mantissa)
-  in the one pass that also transposes them, then compute type
-  ``CUBLAS_COMPUTE_32F_FAST_TF32``. The tensor cores' own conversion drops the low mantissa
-  bits (truncation): its error has a sign, which grows along a network's chain of
-  contractions (``TF32_ROUNDING = "hardware"`` leaves it to them; benchmarks/precision.py
-  measures both);
+- "tf32": float32 / complex64 operands as they are (made C-contiguous), compute type
+  ``CUBLAS_COMPUTE_32F_FAST_TF32``: cuBLAS's TF32 tensor-core math, as JAX and PyTorch use
+  it. It *allows* TF32: cuBLAS may still run a GEMM shape in full float32. With
+  ``TF32_ROUNDING = "nearest"`` every operand is rounded to the nearest TF32 value (10-bit
+  mantissa) first, in the pass that transposes it, so that every lowered GEMM rounds alike;
+  on an H100 that was never more accurate and never faster (benchmarks/precision.py
+  measures both), so it is not the default;
 - "fp16" / "bf16": operands converted to float16 / bfloat16, compute type
   ``CUBLAS_COMPUTE_32F``, a float32 result written by the GEMM itself (no rounding of the
   result to half precision). CuPy has no bfloat16 dtype: bfloat16 operands are the upper 16
@@ -78,11 +79,12 @@ _TO_TF32 = cp.ElementwiseKernel(
     """,
     "tenloom_to_tf32",
 )
-# How "tf32" operands become TF32: "nearest" rounds them to nearest (one elementwise pass per
-# operand, fused with its transposition) so the tensor cores' conversion finds nothing to
-# drop; "hardware" leaves it to the GEMM, which truncates (a bias towards zero that adds up
-# along a network: benchmarks/precision.py measures both)
-TF32_ROUNDING = "nearest"
+# How "tf32" operands become TF32: "hardware" leaves it to cuBLAS's TF32 GEMM (its kernels'
+# own conversion; a GEMM cuBLAS runs in float32 is not rounded at all); "nearest" rounds every
+# operand to nearest first (one elementwise pass per operand, fused with its transposition).
+# Measured on an H100 (benchmarks/precision.py): "hardware" as accurate or more on every
+# workload and as fast
+TF32_ROUNDING = "hardware"
 
 
 def store(x, precision: str):
