@@ -10,8 +10,8 @@ call rather than ``cupy.matmul``:
   it. It *allows* TF32: cuBLAS may still run a GEMM shape in full float32. With
   ``TF32_ROUNDING = "nearest"`` every operand is rounded to the nearest TF32 value (10-bit
   mantissa) first, in the pass that transposes it, so that every lowered GEMM rounds alike;
-  on an H100 that was never more accurate and never faster (benchmarks/precision.py
-  measures both), so it is not the default;
+  on an H100 neither was consistently more accurate or faster (benchmarks/precision.py
+  measures both), so the default stays cuBLAS's, as in JAX and PyTorch;
 - "fp16" / "bf16": operands converted to float16 / bfloat16, compute type
   ``CUBLAS_COMPUTE_32F``, a float32 result written by the GEMM itself (no rounding of the
   result to half precision). CuPy has no bfloat16 dtype: bfloat16 operands are the upper 16
@@ -82,8 +82,8 @@ _TO_TF32 = cp.ElementwiseKernel(
 # How "tf32" operands become TF32: "hardware" leaves it to cuBLAS's TF32 GEMM (its kernels'
 # own conversion; a GEMM cuBLAS runs in float32 is not rounded at all); "nearest" rounds every
 # operand to nearest first (one elementwise pass per operand, fused with its transposition).
-# Measured on an H100 (benchmarks/precision.py): "hardware" as accurate or more on every
-# workload and as fast
+# Measured on an H100 (benchmarks/results/precision_session12_*): neither consistently more
+# accurate (per workload each won by up to 10x in one run or the other) nor faster
 TF32_ROUNDING = "hardware"
 
 
