@@ -88,6 +88,11 @@ def parse_options(
             given[name] = fields[name] = checked
     if fields.get("precision", "highest") != "highest":  # precision=: a CUDA device's only
         _check_precision_devices(caller, fields["precision"], fields.get("devices"))
+        if fields.get("scheduler") is not None:  # precision=: not carried to Dask's workers
+            raise OptionError(
+                f"{caller}: precision={fields['precision']!r} with scheduler=: the slices that "
+                "Dask's workers run are not lowered; use precision='highest' with a scheduler"
+            )
     record = Options(**fields, given=MappingProxyType(given))
     if key is not None:
         _PARSED.put(key, record)

@@ -104,6 +104,23 @@ def test_run_start_refuses_a_device_that_cannot_lower(monkeypatch):
     assert PRECISION.get() == "highest"
 
 
+def test_lowered_precision_with_a_dask_scheduler_is_refused():
+    """Dask's workers run the slices in their own processes, where precision= does not reach
+    (refused before any device is opened: none is needed here)."""
+
+    class Client:  # the option check needs only .submit
+        def submit(self, *args, **kwargs):
+            raise AssertionError("nothing may be submitted")
+
+    c = _matmul()[2]
+    with pytest.raises(OptionError, match="evaluate: precision='fp16' with scheduler="):
+        tl.evaluate(c, device="cuda:0", precision="fp16", scheduler=Client())
+    from tenloom.runtime.options import parse_options
+
+    o = parse_options("evaluate", {"precision": "highest", "scheduler": Client()})
+    assert o.precision == "highest" and o.scheduler is not None
+
+
 def test_grad_takes_no_precision_and_says_where_it_goes():
     x = tl.asarray(np.ones((3, 3), np.float32))
     with pytest.raises(OptionTypeError, match="grad: unknown option 'precision'.*evaluate or"):
