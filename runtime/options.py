@@ -94,6 +94,8 @@ def parse_options(
                 "Dask's workers run are not lowered; use precision='highest' with a scheduler"
             )
     record = Options(**fields, given=MappingProxyType(given))
+    if record.precision != "highest" and record.devices is None:
+        key = None  # precision=: checked against the default device, which may change
     if key is not None:
         _PARSED.put(key, record)
     return record

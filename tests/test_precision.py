@@ -102,6 +102,9 @@ def test_run_start_refuses_a_device_that_cannot_lower(monkeypatch):
     with session.run_context(o, ["cuda:0"], 1):  # no device opened: only the setting
         assert PRECISION.get() == "tf32"
     assert PRECISION.get() == "highest"
+    monkeypatch.setattr(session, "DEFAULT_DEVICE", "cpu")  # checked again, not from a cache
+    with pytest.raises(OptionError, match="evaluate: precision='tf32' is not available on "):
+        parse_options("evaluate", {"precision": "tf32"})
 
 
 def test_lowered_precision_with_a_dask_scheduler_is_refused():
