@@ -418,6 +418,7 @@ def _register_caches() -> None:
     caches.register("graph.scalar_nodes", caches.Table(leaf._SCALAR_NODES, 4096))
     caches.register("graph.slice_networks", caches.FunctionCache(inner_network))
     caches.register("runtime.slice_programs", caches.FunctionCache(sliced.optimized_inner))
+    caches.register("runtime.slice_hoisted", caches.FunctionCache(sliced.hoisted_inner))
     # compiled programs per optimized graph: weak, they go with their graph (a plan's, or one
     # in runtime.optimized_graphs)
     caches.register("runtime.programs", caches.Table(program._PROGRAMS, None))

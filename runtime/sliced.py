@@ -31,9 +31,10 @@ from typing import Any
 
 import numpy as np
 from tenloom.graph.graph import Graph
-from tenloom.graph.node import Node
+from tenloom.graph.node import Node, rebuild
 from tenloom.graph.ops import Op
 from tenloom.graph.ops.sliced import (
+    forward_positions,
     inner_network,
     n_slices,
     output_views,
@@ -93,11 +94,105 @@ def _inner_of(node: Node) -> tuple[Graph, tuple]:
     )
 
 
+@dataclass(frozen=True)
+class Hoisted:
+    """A per-slice network split in two: ``pre`` computes once, before the slices, what no
+    slice changes (the subtrees whose operands have no sliced index: on the PEPS 6x6 norm a
+    third of each slice's contractions); ``body`` is the slice's network with those values as
+    placeholders (``slots``, in the order of ``pre``'s outputs); ``leaves`` are the original
+    per-slice leaves (``body`` reads those it still needs)."""
+
+    pre: Graph
+    body: Graph
+    leaves: tuple
+    slots: tuple
+    nbytes: int  # what the hoisted values hold while the slices run
+
+
+def _leaf_terms(attrs: tuple, n_leaves: int) -> list:
+    """The labels of each per-slice leaf: the operands', then the cotangent's (the output's) for
+    a reverse sweep or each tangent's (its operand's) in forward mode."""
+    terms, out, sliced, path, wrt = attrs
+    extra = []
+    fwd = forward_positions(wrt) if wrt is not None else None
+    if fwd is not None:
+        extra = [terms[k] for k in fwd]
+    elif wrt is not None:
+        extra = [out]
+    return [*terms, *extra][:n_leaves]
+
+
+@functools.lru_cache(maxsize=128)
+def hoisted_inner(attrs: tuple, shapes: tuple, dtypes: tuple) -> Hoisted | None:
+    """The per-slice network with its slice-invariant part split off (``Hoisted``), or None
+    when every contraction depends on a sliced index."""
+    from tenloom.graph.build import placeholder
+
+    graph, leaves = optimized_inner(attrs, shapes, dtypes)
+    cut = {lab for lab, _ in attrs[2]}
+    variant = {id(p) for p, t in zip(leaves, _leaf_terms(attrs, len(leaves))) if cut & set(t)}
+    outputs = {id(o) for o in graph.outputs}
+    invariant_work: list[Node] = []
+    for x in graph.order:
+        if x.op in (Op.PLACEHOLDER, Op.CONST):
+            continue
+        if any(id(i) in variant for i in x.inputs):
+            variant.add(id(x))
+        else:
+            invariant_work.append(x)
+    if not invariant_work:
+        return None
+    # the invariant values a variant node (or the slice's output) reads: computed once
+    read = {id(i) for x in graph.order if id(x) in variant for i in x.inputs} | outputs
+    frontier = [x for x in invariant_work if id(x) in read]
+    new: dict[int, Node] = {}
+    for j, x in enumerate(frontier):
+        new[id(x)] = placeholder(x.shape, x.dtype, name=f"slice_hoisted{j}")
+    for x in graph.order:
+        if id(x) in variant:
+            new[id(x)] = rebuild(x, tuple(new.get(id(i), i) for i in x.inputs))
+    body = Graph(tuple(new.get(id(o), o) for o in graph.outputs))
+    slots = tuple(new[id(x)] for x in frontier)
+    return Hoisted(Graph(tuple(frontier)), body, leaves, slots, sum(x.nbytes for x in frontier))
+
+
+def _hoisted_of(node: Node) -> Hoisted | None:
+    return hoisted_inner(
+        node.attrs, tuple(x.shape for x in node.inputs), tuple(x.dtype.str for x in node.inputs)
+    )
+
+
+def _hoist(node: Node, backend: Any, xs, limit: int | None) -> tuple[Hoisted | None, dict]:
+    """Run the slice-invariant part of ``node``'s per-slice network once: (the split network,
+    the values to feed its body by placeholder id); (None, {}) when nothing is hoisted: nothing
+    is invariant, or the hoisted values would not fit beside one slice within ``limit``."""
+    h = _hoisted_of(node)
+    if h is None:
+        return None, {}
+    if limit is not None:
+        per = slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize)
+        beside = sum(x.nbytes for x in node.inputs if x.op not in (Op.CONST, Op.PLACEHOLDER))
+        if h.nbytes + per + node.nbytes + beside > limit:
+            return None, {}
+    # the invariant leaves have no sliced index: slice 0's views are the whole operands
+    operands = slice_feed(node.attrs, list(xs), slice_values(node.attrs, 0))
+    feed = {id(p): a for p, a in zip(h.leaves, operands)}
+    values = run_program(program_for(h.pre, backend), feed, backend, None, upload=False, pool=False)
+    return h, {id(p): v for p, v in zip(h.slots, values)}
+
+
 class _Worker:
     """Runs slices of one node on one backend into its own accumulator."""
 
     def __init__(
-        self, node: Node, backend: Any, arrays: list, graph: Graph, leaves: tuple, stream=False
+        self,
+        node: Node,
+        backend: Any,
+        arrays: list,
+        graph: Graph,
+        leaves: tuple,
+        stream=False,
+        hoisted: dict | None = None,
     ):
         from tenloom.passes.cost import node_flops
 
@@ -106,6 +201,7 @@ class _Worker:
         self.arrays = arrays
         self.prog = program_for(graph, backend)
         self.leaves = leaves
+        self.hoisted = hoisted or {}  # values computed once for every slice (by id)
         self.acc = backend.zeros(node.shape, node.dtype)
         self.views = output_views(self.attrs, self.acc, [x.shape for x in node.inputs])
         self.count = 0
@@ -143,6 +239,8 @@ class _Worker:
         values = slice_values(self.attrs, k)
         operands = slice_feed(self.attrs, self.arrays, values)
         feed = {id(p): a for p, a in zip(self.leaves, operands)}
+        if self.hoisted:
+            feed.update(self.hoisted)
         # the step loop on views of the operands, in fresh memory (no arena): a slice's memory
         # is what the limit sized
         parts = run_program(self.prog, feed, self.backend, None, upload=False, pool=False)
@@ -213,15 +311,16 @@ def _record(workers: list, names: list[str]) -> None:
     LAST_RUN.seconds[:] = [w.busy for w in workers]
 
 
-def concurrency(node: Node, limit: int | None, wanted: int) -> int:
+def concurrency(node: Node, limit: int | None, wanted: int, hoisted: int = 0) -> int:
     """How many slices may run at once: ``wanted``, fewer where the memory limit says so (each
-    extra worker holds one slice's peak and an accumulator)."""
+    extra worker holds one slice's peak and an accumulator; ``hoisted``: bytes of values that
+    every slice reads, held meanwhile)."""
     n = n_slices(node.attrs)
     wanted = max(1, min(wanted, n))
     if limit is None:
         return wanted
     per = slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize)
-    room = limit - node.nbytes - per
+    room = limit - node.nbytes - per - hoisted
     return max(1, min(wanted, 1 + room // max(per + node.nbytes, 1)))
 
 
@@ -235,10 +334,16 @@ def sliced_kernel(node: Node, backend: Any):
         graph, leaves = _inner_of(node)
         if len(ctx.devices) > 1:
             return _run_devices(node, ctx, backend, xs, graph, leaves)
-        w = concurrency(node, ctx.memory_limit, THREADS.get())
+        split, hoisted = _hoist(node, backend, xs, ctx.memory_limit)
+        extra = sum(v.nbytes for v in hoisted.values() if hasattr(v, "nbytes"))
+        w = concurrency(node, ctx.memory_limit, THREADS.get(), extra)
         if w > 1:  # inputs were made on the evaluation's stream: finish them first
             backend.synchronize()
-        workers = [_Worker(node, backend, list(xs), graph, leaves, w > 1) for _ in range(w)]
+        if split is not None:  # its own leaves: the split was made from them
+            graph, leaves = split.body, split.leaves
+        workers = [
+            _Worker(node, backend, list(xs), graph, leaves, w > 1, hoisted) for _ in range(w)
+        ]
         _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
         _record(workers, [backend.kind] * w)
         acc = workers[0].acc
