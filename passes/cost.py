@@ -80,19 +80,39 @@ def peak_bytes(graph: Graph, order: list[Node] | None = None) -> int:
     return peak
 
 
-# What a copied element and a contraction call cost, in multiply-adds, for choosing between
-# contraction trees on the CPU (fitted on 24 trees of W1 and 13 of W3, 2-core AVX-512 machine:
-# a GEMM multiply-add ~0.01 ns, a transposing copy ~1 ns an element, a call ~3 us).
+# What a copied element, a written element and a contraction call cost, in multiply-adds of
+# the contraction's own dtype, for choosing between contraction trees on the CPU.
+# Real (float64): fitted on 24 trees of W1 and 13 of W3, 2-core AVX-512 machine: a GEMM
+# multiply-add ~0.01 ns, a transposing copy ~1 ns an element, a call ~3 us; the results
+# written did not add to that fit (WRITE_MADDS 0).
+# Complex (complex128): fitted on three trees of W4 (Sycamore m10, 163 skinny zgemms), time ~
+# 7.2e-11 s a multiply-add + 2.5e-8 s an element written, i.e. ~340 complex multiply-adds an
+# element written; in those trees every written element is about one copied element too (the
+# next GEMM lays it out), so the fit cannot tell the two apart and they share it (issue 22;
+# measured again on 35 W4 trees here: the fit predicts 36.9 s for the tree that ran in 36.5 s).
 COPY_MADDS = 100
+WRITE_MADDS = 0
+COPY_MADDS_COMPLEX = 170
+WRITE_MADDS_COMPLEX = 170
 CALL_MADDS = 300_000
 
 
-def layout_cost(terms, out, sizes, ssa) -> float:
+def element_weights(complex_: bool = False) -> tuple[int, int]:
+    """(copied, written): what an element costs in multiply-adds of the dtype (see above)."""
+    if complex_:
+        return COPY_MADDS_COMPLEX, WRITE_MADDS_COMPLEX
+    return COPY_MADDS, WRITE_MADDS
+
+
+def layout_cost(terms, out, sizes, ssa, complex_: bool = False) -> float:
     """The run time of contracting a network along the SSA path ``ssa``, in multiply-adds:
     its multiply-adds, plus the elements its GEMMs would copy to lay operands out (each
-    intermediate laid out as the permutation pass leaves a GEMM result: batch, left, right),
-    plus a fixed cost per contraction. Trees with equal flops differ up to 2x in run time on
-    many-index networks by what they copy; the flops alone do not see it."""
+    intermediate laid out as the permutation pass leaves a GEMM result: batch, left, right)
+    and the elements they write, each weighed by its measured cost for real or complex
+    (``complex_``) dtypes, plus a fixed cost per contraction. Trees with equal flops differ up
+    to 2x in run time on many-index networks by what they copy; the flops alone do not see
+    it, and skinny complex GEMMs (W4) spend most of their time writing results."""
+    copy_w, write_w = element_weights(complex_)
     mem = [tuple(t) for t in terms]  # each operand's labels in memory order
     total = 0.0
     for i, j, ta, tb, keep in path_steps(terms, out, ssa):
@@ -100,6 +120,8 @@ def layout_cost(terms, out, sizes, ssa) -> float:
         (batch, left, _, right), _, copied = plan_contraction(
             ta, tb, keep, mem[i], mem[j], sizes, n_a, n_b
         )
-        total += pairwise_madds(ta, tb, keep, sizes) + COPY_MADDS * copied + CALL_MADDS
+        written = math.prod(sizes[lab] for lab in keep)
+        total += pairwise_madds(ta, tb, keep, sizes) + copy_w * copied + write_w * written
+        total += CALL_MADDS
         mem.append(batch + left + right)
     return total

@@ -177,3 +177,43 @@ def test_operand_copies_are_pooled_by_their_own_size():
     close(expr.evaluate(), want, A, B)
     assert buffers.held_bytes() == held  # taken back and given again, not a second one
     buffers.clear_pools()
+
+
+# ---- the tree score's element weights (passes/cost.py layout_cost) ---------------------------
+
+
+def test_layout_cost_weighs_written_and_copied_elements_by_dtype():
+    from tenloom.passes import cost
+
+    sizes = {0: 3, 1: 4, 2: 5}
+    # ij,jk->ik: both operands are GEMM views; 15 elements written
+    for complex_ in (False, True):
+        copy_w, write_w = cost.element_weights(complex_)
+        got = cost.layout_cost([(0, 1), (1, 2)], (0, 2), sizes, [(0, 1)], complex_=complex_)
+        assert got == 60 + write_w * 15 + cost.CALL_MADDS
+        # ijk,kij->: one operand of 60 elements is copied, one element written
+        got = cost.layout_cost([(0, 1, 2), (2, 0, 1)], (), sizes, [(0, 1)], complex_=complex_)
+        assert got == 60 + copy_w * 60 + write_w + cost.CALL_MADDS
+    assert cost.element_weights(False) == (cost.COPY_MADDS, cost.WRITE_MADDS)
+    assert cost.element_weights(True) == (cost.COPY_MADDS_COMPLEX, cost.WRITE_MADDS_COMPLEX)
+    # real networks are scored as before the written elements were weighed (W1, W3's fit)
+    assert cost.layout_cost([(0, 1), (1, 2)], (0, 2), sizes, [(0, 1)]) == 60 + cost.CALL_MADDS
+
+
+def test_complex_scores_prefer_fewer_written_elements():
+    """A chain x_a A_ab B_bc y_c with big a, c and a small b: contracting the two matrices
+    first writes an a x c result for fewer multiply-adds than going through the vectors;
+    the complex weights see the writes."""
+    from tenloom.passes import cost
+
+    a, b, c = 0, 1, 2
+    sizes = {a: 2000, b: 2, c: 2000}
+    terms = [(a,), (a, b), (b, c), (c,)]
+    matrices_first = [(1, 2), (0, 4), (3, 5)]  # A B (a x c written), then x, then y
+    vectors_first = [(0, 1), (2, 3), (4, 5)]  # x A, B y, then the two b-vectors
+    m1 = cost.layout_cost(terms, (), sizes, matrices_first, complex_=False)
+    m2 = cost.layout_cost(terms, (), sizes, vectors_first, complex_=False)
+    c1 = cost.layout_cost(terms, (), sizes, matrices_first, complex_=True)
+    c2 = cost.layout_cost(terms, (), sizes, vectors_first, complex_=True)
+    assert c2 < c1 and m2 < m1
+    assert c1 - c2 > m1 - m2  # the written a x c result weighs more in complex
