@@ -262,3 +262,13 @@ def test_layout_copies_are_bounded_too(stats, monkeypatch):
             out = run(x)
         np.testing.assert_array_equal(out, x)
         assert stats["measured"] - before == measured
+
+
+def test_the_timings_are_in_the_cache_registry(network, stats, monkeypatch):
+    monkeypatch.setattr(copy_plan, "TUNE_MIN_S", 1e9)
+    monkeypatch.setattr(copy_plan, "_TABLES", copy_plan._TABLES)  # put back as it was
+    expression(network, seed=7)[0].evaluate(cache_dir=False)
+    info = tl.cache_info().caches["runtime.copy_plan_timings"]
+    assert info.currsize >= stats["measured"] >= 3
+    tl.clear_caches()
+    assert tl.cache_info().caches["runtime.copy_plan_timings"].currsize == 0

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 from tenloom.graph.ops import Op
+from tenloom.passes import caches
 
 VIEW, COPY, COPY_SWAPPED = "view", "copy", "copy_swapped"
 
@@ -364,6 +365,15 @@ _RATES: dict[str, float] = {}  # dtype char -> measured seconds per GEMM multipl
 # folder (None: no disk cache, this process only) -> key -> choice indices
 _TABLES: dict[str | None, dict[str, list[int]]] = {}
 _TABLE_LOCK = threading.Lock()
+# tl.cache_info() / tl.clear_caches() see the tables (the files stay: clear_caches leaves disk
+# caches alone, as the path cache's)
+caches.register(
+    "runtime.copy_plan_timings",
+    caches.Computed(
+        lambda: caches.CacheInfo(sum(len(t) for t in list(_TABLES.values())), MAX_ENTRIES),
+        _TABLES.clear,
+    ),
+)
 CALL_S = 3e-6  # seconds a kernel call costs besides its work, about
 # timings made, refused by the budget and read from the cache, and the seconds timing took
 _PRODUCTS = frozenset((Op.CONTRACT, Op.EINSUM))  # the ops whose cost counts multiply-adds
@@ -522,6 +532,8 @@ def remember(key: str, choice: Sequence[int]) -> None:
     with _TABLE_LOCK:
         table = _TABLES.setdefault(folder, {})
         table[key] = list(choice)
+        while len(table) > MAX_ENTRIES:
+            del table[next(iter(table))]
         if folder is None:  # no disk cache: this process only
             return
         merged = {**_read_table(folder), **table}
