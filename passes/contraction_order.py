@@ -331,7 +331,7 @@ def _auto_path(terms, out, sizes, effort: float = 1.0, complex_: bool = False, p
     trees = auto_trees(terms, out, sizes, effort, complex_, progress)
     paths = [tuple(tuple(int(i) for i in p) for p in t.get_ssa_path()) for t in trees]
     paths = list(dict.fromkeys(paths))
-    costs = [layout_cost(terms, out, sizes, p) for p in paths]
+    costs = [layout_cost(terms, out, sizes, p, complex_) for p in paths]
     best = min(range(len(paths)), key=costs.__getitem__)
     return paths[best], tuple(p for k, p in enumerate(paths) if k != best)
 
