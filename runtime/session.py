@@ -160,6 +160,12 @@ def check_memory_limit(graph: Graph, limit: int, caller: str = "evaluate") -> No
             f"{caller}: predicted peak memory {peak} bytes exceeds memory_limit={limit} bytes; "
             + _peak_site(graph)  # slicing-agreement: where the peak is, not the largest array
         )
+    from tenloom.graph.ops import Op  # slicing-agreement
+    from tenloom.passes.slicing import check_overhead  # slicing-agreement
+
+    for node in graph.order:  # slicing-agreement: a limit met only in name is refused
+        if node.op is Op.SLICED:
+            check_overhead(node.attrs, [x.shape for x in node.inputs], limit, caller)
 
 
 def _peak_site(graph: Graph) -> str:

@@ -221,3 +221,23 @@ def test_a_peak_over_the_limit_names_where_it_is():
             r"the peak is at \w+ float64\(100, 100\) at .* \(80000 bytes, beside \d+ bytes",
         ):
             call()
+
+
+def test_a_limit_met_only_by_a_runaway_slicing_is_refused_alike(monkeypatch):
+    import tenloom.passes.slicing as slicing
+
+    y = lattice(5, 4)[0]
+    limit = unsliced_peak((y,)) // 6
+    plan = explain_plan((y,), limit)[0]
+    overhead = tl.explain(y, memory_limit=limit, **GREEDY).slicing[0]["overhead"]
+    assert plan[1] > 1 and overhead > 1.0
+    monkeypatch.setattr(slicing, "MAX_SLICING_OVERHEAD", 1.0)
+    messages = []
+    for caller in ("explain", "evaluate"):
+        with pytest.raises(
+            tl.MemoryLimitError, match=rf"{caller}: memory_limit={limit} bytes"
+        ) as e:
+            explain_plan((y,), limit) if caller == "explain" else evaluate_plan((y,), limit, 2)
+        messages.append(re.sub(r"^\w+: ", "", str(e.value)))
+    assert messages[0] == messages[1]
+    assert f"into {plan[1]} slices" in messages[0] and "MAX_SLICING_OVERHEAD=1.0x" in messages[0]
