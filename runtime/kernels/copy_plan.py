@@ -359,7 +359,7 @@ def measure(
 TUNE_FRACTION = 1.0  # of the program's predicted run time
 TUNE_MIN_S = 0.005  # seconds: small programs may still time a few kernels
 ELEMENT_S = 5e-10  # seconds a kernel spends per element it reads or writes, about
-MAX_ENTRIES = 20_000  # timed plans kept in the cache file (the oldest go first)
+MAX_ENTRIES = 4096  # timed plans kept per cache folder (the oldest go first; ~40 bytes each)
 CACHE_DIR: ContextVar[Any] = ContextVar("tenloom_tuning_cache_dir", default=None)
 _RATES: dict[str, float] = {}  # dtype char -> measured seconds per GEMM multiply-add
 # folder (None: no disk cache, this process only) -> key -> choice indices
@@ -583,10 +583,10 @@ def bounded(
         return tuple(c[0] for c in candidates)
     t0 = time.perf_counter()
     picked = time_them()
-    spent = time.perf_counter() - t0
+    remember(key, [next(i for i, w in enumerate(c) if w is p) for c, p in zip(candidates, picked)])
+    spent = time.perf_counter() - t0  # writing the cache file is charged to the budget too
     if budget is not None:
         budget.settle(estimate, spent)
     STATS["measured"] += 1
     STATS["seconds"] += spent
-    remember(key, [next(i for i, w in enumerate(c) if w is p) for c, p in zip(candidates, picked)])
     return picked
