@@ -272,3 +272,19 @@ def test_the_timings_are_in_the_cache_registry(network, stats, monkeypatch):
     assert info.currsize >= stats["measured"] >= 3
     tl.clear_caches()
     assert tl.cache_info().caches["runtime.copy_plan_timings"].currsize == 0
+
+
+def test_the_oldest_timings_go_first_past_the_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(copy_plan, "_TABLES", {})
+    monkeypatch.setattr(copy_plan, "MAX_ENTRIES", 3)
+    folder = str(tmp_path)
+    with copy_plan.tuning_cache(folder):
+        for k in range(5):
+            copy_plan.remember(f"k{k}", [k % 2])
+        table = copy_plan._table_file(folder)
+    with open(table) as f:
+        assert list(json.load(f)["plans"]) == ["k2", "k3", "k4"]
+    monkeypatch.setattr(copy_plan, "_TABLES", {})  # a new process reads what the file keeps
+    with copy_plan.tuning_cache(folder):
+        assert copy_plan.cached_choice("k4", (2,)) == (0,)
+        assert copy_plan.cached_choice("k0", (2,)) is None
