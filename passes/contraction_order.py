@@ -15,11 +15,13 @@ only the labels still needed by the rest of the network or the output.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 import tempfile
+import threading
 import warnings
 from collections import Counter
 from typing import Any
@@ -246,14 +248,19 @@ def disk_put(folder: str, sig, ssa, others) -> None:
 # spend ``effort`` times that (Options.search_effort: 1 for evaluate, COMPILE_EFFORT for
 # tl.compile), each trial charged a nominal cost per tensor of the network.
 NOMINAL_MADDS_PER_S = 2e10  # a 2-core machine's float64 GEMM rate, about
-RG_TRIAL_S = 5e-5  # one random-greedy trial, per tensor (measured 1e-5 - 1.4e-4 s)
+# nominal seconds of one trial per tensor of the network, the dearest measured (2-core machine)
+RG_TRIAL_S = 6e-5  # a plain random-greedy trial (measured 1e-5 - 7.6e-5 s: W3, W1, W7)
+HQ_RG_TRIAL_S = 4e-4  # a hyper-optimized random-greedy trial with its subtree reconfiguration
+HQ_TRIAL_S = 2e-3  # a hyper-optimized greedy/labels trial (measured 0.8e-3 - 3.5e-3 s)
 RG_ROUND = 8  # random-greedy trials per round
 RG_MAX = 256
-HQ_TRIAL_S = 1.5e-3  # one trial of the high-quality hyper search, per tensor (0.5e-3 - 4e-3 s)
-HQ_THRESHOLD_S = 0.05  # the high-quality search runs when effort x predicted time >= this
-HQ_MIN, HQ_MAX = 4, 128
+HQ_MIN, HQ_MAX = 2, 128  # trials of a high-quality search: it runs when a third of the budget
+# pays for HQ_MIN of them
 OPTIMAL_HARDNESS = 250  # cotengra's own cut-off for its exact dynamic programme ("auto")
 COMPILE_EFFORT = 100.0  # a compiled plan is run many times: worth 100x its run in search
+# the least run time a budget assumes: a compiled plan's search has a second at least, however
+# cheap its network (W1, W3: a millisecond's run, and 100 of them buy a poor tree)
+MIN_PREDICTED_S = 0.01
 
 
 def predicted_seconds(madds: float, complex_: bool) -> float:
@@ -261,17 +268,25 @@ def predicted_seconds(madds: float, complex_: bool) -> float:
     return madds * (4.0 if complex_ else 1.0) / NOMINAL_MADDS_PER_S
 
 
-def hq_optimizer(trials: int, progress: bool = False):
-    """The high-quality search: cotengra's hyper-optimizer over its default high-quality
-    methods, seeded, serial, ``trials`` trials and no time limit (so it is reproducible)."""
+def hq_optimizer(trials: int, progress: bool = False, kind: str = "labels", minimize="flops"):
+    """A high-quality search: cotengra's hyper-optimizer, seeded, serial, ``trials`` trials and
+    no time limit (so it is reproducible). ``kind`` "labels": over cotengra's default
+    high-quality methods (greedy, labels; kahypar where installed), by multiply-adds; "rg":
+    random-greedy with a subtree reconfiguration of each trial (cotengra's "auto" recipe) by
+    ``minimize`` (W4's skinny complex GEMMs: trees that write less win there)."""
     import cotengra as ctg
     from cotengra.hyperoptimizers.hyper import get_default_hq_methods
 
+    if kind == "rg":
+        methods, reconf = ("random-greedy",), {"subtree_size": 4}
+    else:
+        methods, reconf = get_default_hq_methods(), {}
     return ctg.HyperOptimizer(
-        methods=get_default_hq_methods(),
+        methods=methods,
         max_repeats=trials,
         max_time=None,
-        reconf_opts={},
+        reconf_opts=reconf,
+        minimize=minimize,
         parallel=False,
         seed=0,
         progbar=progress,
@@ -283,33 +298,75 @@ def hq_optimizer(trials: int, progress: bool = False):
 warnings.filterwarnings("ignore", message="Couldn't import `kahypar`", category=UserWarning)
 
 
+# cotengra's hyper-optimizer seeds its sampler (``seed=``) but its trials draw from Python's and
+# NumPy's global generators (greedy's noise, the labels method): the same seed gave different
+# trees call after call. The searches run with both generators seeded and their states put back
+# after, one search at a time (the lock), so a search is a function of the network alone.
+_SEARCH_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _seeded(seed: int = 0):
+    import random
+
+    with _SEARCH_LOCK:
+        py_state, np_state = random.getstate(), np.random.get_state()
+        random.seed(seed)
+        np.random.seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+
+
+def _trials(budget: float, per_trial: float) -> int:
+    return int(min(HQ_MAX, max(HQ_MIN, budget // per_trial)))
+
+
 def auto_trees(terms, out, sizes, effort: float = 1.0, complex_: bool = False, progress=False):
+    """``_auto_trees`` with the global generators seeded (``_seeded``): the same trees in every
+    call and process."""
+    with _seeded():
+        return _auto_trees(terms, out, sizes, effort, complex_, progress)
+
+
+def _auto_trees(terms, out, sizes, effort, complex_, progress):
     """The trees of the "auto" search, as cotengra trees (the benchmarks give the peers the
-    same ones): greedy; cotengra's exact programme on easy networks, else seeded
-    random-greedy rounds while their nominal cost stays within ``effort`` x the predicted run
-    time of the best tree so far, then a subtree reconfiguration of the best; and the
-    high-quality search when ``effort`` x that time reaches HQ_THRESHOLD_S, with as many trials
-    as that time pays for."""
+    same ones). The budget is ``effort`` x the predicted run time of the best tree so far,
+    spent in trials at their nominal cost:
+
+    - greedy; cotengra's exact programme on easy networks, else seeded random-greedy rounds
+      while the budget allows (none where greedy's tree runs in less than a round costs: a
+      circuit's gates, an MPS energy), then a subtree reconfiguration of the best of them;
+    - where a third of the budget pays for HQ_MIN trials of a high-quality search, the
+      rounds take a third of it and the high-quality searches a third each: a
+      hyper-optimized random-greedy with reconfiguration that minimizes multiply-adds plus
+      elements written (cotengra's "combo", each element weighed as passes/cost.py weighs it),
+      then cotengra's high-quality methods by multiply-adds."""
     import cotengra as ctg
     from cotengra.presets import estimate_optimal_hardness
+    from tenloom.passes.cost import element_weights
 
     args = ([tuple(t) for t in terms], tuple(out), dict(sizes))
     n = len(terms)
     trees = [ctg.array_contract_tree(*args, optimize="greedy")]
 
-    def best_cost() -> float:
-        return min(t.contraction_cost() for t in trees)
+    def budget() -> float:
+        best = min(t.contraction_cost() for t in trees)
+        return effort * max(predicted_seconds(best, complex_), MIN_PREDICTED_S)
+
+    def hq_affordable(per_tensor: float) -> bool:
+        return budget() / 3 >= HQ_MIN * per_tensor * n
 
     if estimate_optimal_hardness(args[0]) < OPTIMAL_HARDNESS:
         trees.append(ctg.array_contract_tree(*args, optimize="optimal"))
     else:
         spent, rounds = 0.0, 0
         while rounds * RG_ROUND < RG_MAX:
-            # a round is worth its nominal cost: a network greedy orders well enough for a
-            # run shorter than a round of trials (a circuit's gates, an MPS energy) gets none
-            if spent + RG_ROUND * RG_TRIAL_S * n > effort * predicted_seconds(
-                best_cost(), complex_
-            ):
+            # all of the budget, or a third where the high-quality searches can run
+            share = budget() / 3 if rounds and hq_affordable(HQ_RG_TRIAL_S) else budget()
+            if spent + RG_ROUND * RG_TRIAL_S * n > share:
                 break
             rg = ctg.RandomGreedyOptimizer(max_repeats=RG_ROUND, seed=rounds, parallel=False)
             trees.append(ctg.ContractionTree.from_path(*args, path=rg(*args)))
@@ -318,10 +375,14 @@ def auto_trees(terms, out, sizes, effort: float = 1.0, complex_: bool = False, p
         if rounds:
             best = min(trees[1:], key=lambda t: t.contraction_cost())
             trees.append(best.subtree_reconfigure(subtree_size=4))
-    budget = effort * predicted_seconds(best_cost(), complex_)
-    if budget >= HQ_THRESHOLD_S:
-        trials = int(min(HQ_MAX, max(HQ_MIN, budget // (HQ_TRIAL_S * n))))
-        trees.append(ctg.array_contract_tree(*args, optimize=hq_optimizer(trials, progress)))
+    if hq_affordable(HQ_RG_TRIAL_S):
+        write = element_weights(complex_)[1] or 64  # cotengra's default "combo" for real
+        trials = _trials(budget() / 3, HQ_RG_TRIAL_S * n)
+        rg = hq_optimizer(trials, progress, "rg", f"combo-{write}")
+        trees.append(ctg.array_contract_tree(*args, optimize=rg))
+    if hq_affordable(HQ_TRIAL_S):
+        labels = hq_optimizer(_trials(budget() / 3, HQ_TRIAL_S * n), progress)
+        trees.append(ctg.array_contract_tree(*args, optimize=labels))
     return trees
 
 

@@ -52,26 +52,48 @@ def reference(terms, out, arrays):
 # ---- the budget -------------------------------------------------------------------------------
 
 
-def test_the_high_quality_search_runs_only_when_the_effort_pays_for_it(monkeypatch):
+def test_the_high_quality_searches_run_only_when_the_effort_pays_for_them(monkeypatch):
     terms, out, sizes = randreg(24, 3)
     made = []
     real = co.hq_optimizer
 
-    def spy(trials, progress=False):
-        made.append(trials)
-        return real(trials, progress)
+    def spy(trials, progress=False, kind="labels", minimize="flops"):
+        made.append((kind, trials, minimize))
+        return real(trials, progress, kind, minimize)
 
     monkeypatch.setattr(co, "hq_optimizer", spy)
     cheap = min(t.contraction_cost() for t in co.auto_trees(terms, out, sizes, effort=1.0))
-    assert made == [] and co.predicted_seconds(cheap, False) < co.HQ_THRESHOLD_S
-    # an effort that makes the predicted time worth HQ_THRESHOLD_S: the search runs, with
-    # the trials that time pays for, never fewer than HQ_MIN
-    effort = 1e3 * co.HQ_THRESHOLD_S / co.predicted_seconds(cheap, False)
+    assert made == []  # a third of a millisecond's budget buys no high-quality trial
+    n = len(terms)
+    # an effort whose third pays for HQ_MIN trials of both: both run, with the trials that
+    # time pays for, within [HQ_MIN, HQ_MAX]
+    effort = 3 * co.HQ_MIN * co.HQ_TRIAL_S * n / co.predicted_seconds(cheap, False) * 4
     trees = co.auto_trees(terms, out, sizes, effort=effort)
-    assert len(made) == 1 and co.HQ_MIN <= made[0] <= co.HQ_MAX
+    assert [k for k, _, _ in made] == ["rg", "labels"]
+    assert all(co.HQ_MIN <= t <= co.HQ_MAX for _, t, _ in made)
+    assert made[0][2] == "combo-64" and made[1][2] == "flops"
     assert min(t.contraction_cost() for t in trees) <= cheap
+    made.clear()
+    co.auto_trees(terms, out, sizes, effort=effort, complex_=True)  # writes weigh more
+    assert made[0][2] == "combo-170"
     # complex multiply-adds cost 4x: the same network in complex earns 4x the budget
     assert co.predicted_seconds(1e9, True) == 4 * co.predicted_seconds(1e9, False)
+
+
+def test_the_searches_are_seeded_and_leave_the_global_generators_alone():
+    import random
+
+    terms, out, sizes = randreg(30, 4, seed=4)
+    random.seed(123)
+    np.random.seed(123)
+    before = (random.random(), np.random.random())
+    random.seed(123)
+    np.random.seed(123)
+    a = [t.get_ssa_path() for t in co.auto_trees(terms, out, sizes, effort=200.0)]
+    after = (random.random(), np.random.random())
+    assert before == after  # the states were put back
+    b = [t.get_ssa_path() for t in co.auto_trees(terms, out, sizes, effort=200.0)]
+    assert a == b  # cotengra's trials draw from the global generators: seeded, the same trees
 
 
 def test_auto_is_never_worse_than_greedy_and_keeps_the_least_layout_cost():
