@@ -117,7 +117,9 @@ def main() -> int:
         }
         for r in range(args.rounds):
             for label, path in paths.items():
-                env = dict(os.environ, PYTHONPATH=str(path))
+                # the farm first; what PYTHONPATH held already (dependencies) after it
+                extra = os.environ.get("PYTHONPATH")
+                env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(path), extra])))
                 cmd = [sys.executable, "-P", __file__, "--child", "x", "x"]
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
                 values = [float(v) for v in out.stdout.split()]
