@@ -178,7 +178,9 @@ def run_peps(args) -> int:
                     )
                     continue
                 if proc.returncode != 0:
-                    print(f"{label}: failed\n{stderr[-3000:]}", flush=True)
+                    # the exception's own line (a refused limit says why)
+                    lines = stderr.strip().splitlines() or ["(no output)"]
+                    print(f"{label}: failed: {lines[-1]}", flush=True)
                     rows.append(
                         {
                             "network": network,
