@@ -508,6 +508,15 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
     if len(items) <= 1 and not scalars:
         return node
     tried: list[tuple] = []  # every tree considered: candidates again if slicing is needed
+    limit = options.memory_limit
+    beside = sum(x.nbytes for x, _ in items if x.op not in (Op.CONST, Op.PLACEHOLDER))
+    if limit is not None and len(items) >= 2:  # a limit nothing can meet: refused before searching
+        from tenloom.passes.slicing import check_sliceable
+
+        itemsize = np.result_type(*[x.dtype for x, _ in items]).itemsize
+        check_sliceable(
+            [t for _, t in items], out, sizes, itemsize, limit, options.reverse_sweep, beside
+        )
     if len(items) >= 3:
         item_terms = [t for _, t in items]
         complex_ = np.dtype(node.dtype).kind == "c"
@@ -533,33 +542,39 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
                 stats["user_order_kept"] = stats.get("user_order_kept", 0) + 1
     else:
         path = tuple(_left_to_right(len(items)))
-    limit = options.memory_limit
     sliced = None
     if limit is not None and len(items) >= 2:
+        from tenloom.graph.errors import MemoryLimitError
         from tenloom.passes.slicing import slice_to_fit
 
         item_terms = [t for _, t in items]
         itemsize = np.result_type(*[x.dtype for x, _ in items]).itemsize
-        best = None
+        best = failed = None
         # the fewest-flops tree may be too wide to slice well: the search's other trees and the
-        # left-to-right order are sliced too, and the fewest flops over all slices wins
+        # left-to-right order are sliced too, and the fewest flops over all slices wins; a start
+        # that no slicing fits does not fail the network while another start fits
         alts = alternative_paths(item_terms, out, sizes, options, node.dtype.kind == "c")
         starts = [path, *tried, *alts]
         for start in dict.fromkeys(starts):
-            found = slice_to_fit(
-                item_terms,
-                out,
-                sizes,
-                start,
-                itemsize,
-                limit,
-                options.progress,
-                options.reverse_sweep,  # tl.grad: room for the reverse sweep
-                options.threads or 1,  # threads share the memory: slices fit at once
-                beside=sum(x.nbytes for x, _ in items if x.op not in (Op.CONST, Op.PLACEHOLDER)),
-            )
+            try:
+                found = slice_to_fit(
+                    item_terms,
+                    out,
+                    sizes,
+                    start,
+                    itemsize,
+                    limit,
+                    options.progress,
+                    options.reverse_sweep,  # tl.grad: room for the reverse sweep
+                    options.threads or 1,  # threads share the memory: slices fit at once
+                    beside=beside,
+                )
+            except MemoryLimitError as e:
+                failed = failed or e
+                continue
             if found is None:  # the fewest-flops tree fits unsliced
                 if start is path:
+                    failed = None
                     break
                 continue
             cost = sliced_cost(item_terms, out, sizes, *found)
@@ -567,6 +582,8 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
                 best = (cost, found)
         if best is not None:
             sliced, path = best[1]
+        elif failed is not None:
+            raise failed
     if sliced:
         attrs = (tuple(item_terms), tuple(out), sliced, path, None)
         res, t = make_node(Op.SLICED, tuple(x for x, _ in items), attrs), tuple(out)

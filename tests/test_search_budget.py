@@ -385,3 +385,39 @@ def test_the_disk_key_changes_with_the_cost_model_and_the_budgets(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(caches, "_DISK_KEY", [])  # worked out again (it is memoized)
     assert caches._model_digest() == base and disk_key().endswith(base)
+
+
+def test_a_limit_nothing_can_meet_is_refused_before_the_path_search(monkeypatch):
+    from tenloom.graph.errors import MemoryLimitError
+
+    terms, out, sizes = randreg(12, 3, seed=9)
+    out = tuple(terms[0])  # an output of 27 float64 elements: 216 bytes
+    t, _ = lazy(terms, out, sizes)
+
+    def no_search(*a, **k):
+        raise AssertionError("searched")
+
+    monkeypatch.setattr(co, "find_path", no_search)
+    with pytest.raises(MemoryLimitError, match="output"):
+        t.evaluate(memory_limit=200, cache_dir=False)
+
+
+def test_a_start_no_slicing_fits_does_not_fail_the_network(monkeypatch):
+    from tenloom.graph.errors import MemoryLimitError
+    from tenloom.passes import slicing
+
+    terms, out, sizes = randreg(14, 3, seed=10)
+    t, arrays = lazy(terms, out, sizes)
+    real = slicing.slice_to_fit
+    calls = []
+
+    def first_fails(*a, **k):
+        calls.append(a[3])
+        if len(calls) == 1:
+            raise MemoryLimitError("contraction: even the finest slicing (a test's refusal)")
+        return real(*a, **k)
+
+    monkeypatch.setattr(slicing, "slice_to_fit", first_fails)
+    got = t.evaluate(memory_limit=2000, cache_dir=False)
+    assert len(calls) >= 2
+    np.testing.assert_allclose(got, reference(terms, out, arrays), rtol=1e-9, atol=1e-12)
