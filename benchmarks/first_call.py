@@ -215,6 +215,7 @@ def child(name: str, runner: str, args) -> dict:
     kind, w = workload(name, args)
     if runner.startswith("tenloom"):
         import cotengra  # noqa: F401  (a dependency tenloom imports on its first search)
+
         import tenloom as tl
     elif runner == "cotengra_auto":
         import cotengra as ctg
