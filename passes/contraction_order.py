@@ -298,10 +298,13 @@ def hq_optimizer(trials: int, progress: bool = False, kind: str = "labels", mini
 warnings.filterwarnings("ignore", message="Couldn't import `kahypar`", category=UserWarning)
 
 
-# cotengra's hyper-optimizer seeds its sampler (``seed=``) but its trials draw from Python's and
-# NumPy's global generators (greedy's noise, the labels method): the same seed gave different
-# trees call after call. The searches run with both generators seeded and their states put back
-# after, one search at a time (the lock), so a search is a function of the network alone.
+# cotengra's hyper-optimizer seeds its sampler (``seed=``) but its trials draw from Python's
+# global generator (``random``: greedy's noise, the labels method): the same seed gave different
+# trees call after call. The searches run with it seeded and its state put back after, one
+# search at a time (the lock), so a search is a function of the network alone. cotengra offers
+# no way to hand its trials a private generator, so this is process-wide: another thread that
+# draws from ``random`` while a search runs gets numbers from the search's stream (and makes
+# that search's tree differ). NumPy's global generator is not touched.
 _SEARCH_LOCK = threading.RLock()
 
 
@@ -310,14 +313,12 @@ def _seeded(seed: int = 0):
     import random
 
     with _SEARCH_LOCK:
-        py_state, np_state = random.getstate(), np.random.get_state()
+        state = random.getstate()
         random.seed(seed)
-        np.random.seed(seed)
         try:
             yield
         finally:
-            random.setstate(py_state)
-            np.random.set_state(np_state)
+            random.setstate(state)
 
 
 def _trials(budget: float, per_trial: float) -> int:
@@ -360,7 +361,9 @@ def _auto_trees(terms, out, sizes, effort, complex_, progress):
         return budget() / 3 >= HQ_MIN * per_tensor * n
 
     if estimate_optimal_hardness(args[0]) < OPTIMAL_HARDNESS:
+        # the fewest multiply-adds exactly: no search can do better by that measure
         trees.append(ctg.array_contract_tree(*args, optimize="optimal"))
+        return trees
     else:
         spent, rounds = 0.0, 0
         while rounds * RG_ROUND < RG_MAX:

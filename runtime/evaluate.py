@@ -58,9 +58,11 @@ def evaluate(*tensors: Value, **opts: Any) -> tuple[np.ndarray, ...]:
     # graph's placeholders are the same nodes, and its placeholder list is already computed.
     key = session.optimize_key(graph, o)
     hit = session.cached(key)
-    if hit is not None:  # run again: the PROMOTE_AT-th run gets a longer path search
-        hit = session.promoted(graph, o, key, hit)
     bound = bind_feed(hit.graph if hit is not None else graph, o.feed, names)
+    if hit is not None:  # run again: the PROMOTE_AT-th run gets a longer path search
+        better = session.promoted(graph, o, key, hit)
+        if better is not hit:
+            hit, bound = better, bind_feed(better.graph, o.feed, names)
     backend = get_backend(*parse_device(names[0]))
     if len(names) > 1:
         open_devices(names[1:])

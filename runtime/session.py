@@ -212,6 +212,7 @@ class Optimized:
     graph: Graph
     stats: dict[str, dict[str, Any]]
     stages: tuple[tuple[str, Graph], ...] | None = None
+    effort: float = 1.0  # the path search's effort it was made with (Options.search_effort)
 
 
 # Optimized graphs of recent calls: (outputs' ids, pipeline, target, Options.pass_key) ->
@@ -273,6 +274,11 @@ def optimize(
                 hit = None
         if hit is not None and (hit.stages is not None or not stages):
             return hit
+        if hit is not None and hit.effort != options.search_effort:
+            # each pass's graph wanted (explain) of a graph a repeated evaluate promoted: made
+            # again with the same effort, so explain shows the tree evaluate runs and the entry
+            # stays the promoted one
+            options = replace(options, search_effort=hit.effort)
     PASS_RUNS["n"] += 1
     target = target_of(options)
     for_passes = options if options.target == target else replace(options, target=target)
@@ -286,7 +292,9 @@ def optimize(
     optimized, ctx = run_pipeline(
         graph, pipeline_of(options, pipeline), for_passes, verify=options.verify, on_pass=on_pass
     )
-    result = Optimized(optimized, ctx.stats, tuple(seen) if stages else None)
+    result = Optimized(
+        optimized, ctx.stats, tuple(seen) if stages else None, options.search_effort
+    )
     if key is not None:
         _OPTIMIZED.put(key, (graph.outputs, result))
     return result
@@ -296,7 +304,8 @@ def optimize(
 # the graph is optimized again with a compiled plan's search effort, and that result replaces
 # the first. The first run's "auto" search spends about the run's own predicted time; a graph
 # run again and again earns the longer search (the same steps in every process, so the plans
-# stay reproducible). Only graphs whose passes ran an "auto" path search are promoted.
+# stay reproducible). Only graphs whose passes ran an "auto" path search are promoted, and none
+# under deterministic=True (whose every call gives the same bits).
 PROMOTE_AT = 3
 # key -> (a weak reference to the cached Optimized counted, runs): a count belongs to that
 # entry only (an id in a key can be reused once its entry has been dropped)
@@ -309,8 +318,8 @@ def promoted(graph: Graph, o: Options, key: Any, hit: Optimized) -> Optimized:
     the same outputs its re-optimization with the compile effort, which replaces it."""
     from tenloom.passes.contraction_order import COMPILE_EFFORT
 
-    if key is None or o.search_effort >= COMPILE_EFFORT:
-        return hit
+    if key is None or o.deterministic or max(o.search_effort, hit.effort) >= COMPILE_EFFORT:
+        return hit  # deterministic=True: the same bits every call, so the same tree
     if not hit.stats.get("contraction_order", {}).get("auto_searches"):
         return hit
     import weakref

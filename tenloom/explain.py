@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tenloom.dump import einsum_text
@@ -181,7 +181,9 @@ def explain(*tensors: Any, **opts: Any) -> Report:
                 )
             )
     assert math.isfinite(rows[-1].flops)
-    slicing = [slicing_summary(n, o) for n in final.order if n.op is Op.SLICED]
+    # the unsliced tree the slicing is measured against: the search the graph was made with
+    searched = replace(o, search_effort=optimized.effort)
+    slicing = [slicing_summary(n, searched) for n in final.order if n.op is Op.SLICED]
     from tenloom.runtime.precision import summary  # precision=
 
     precision = (o.precision, summary(final, o.precision)) if "precision" in o.given else None

@@ -91,7 +91,7 @@ def test_the_searches_are_seeded_and_leave_the_global_generators_alone():
     np.random.seed(123)
     a = [t.get_ssa_path() for t in co.auto_trees(terms, out, sizes, effort=200.0)]
     after = (random.random(), np.random.random())
-    assert before == after  # the states were put back
+    assert before == after  # Python's state was put back; NumPy's never touched
     b = [t.get_ssa_path() for t in co.auto_trees(terms, out, sizes, effort=200.0)]
     assert a == b  # cotengra's trials draw from the global generators: seeded, the same trees
 
@@ -421,3 +421,55 @@ def test_a_start_no_slicing_fits_does_not_fail_the_network(monkeypatch):
     got = t.evaluate(memory_limit=2000, cache_dir=False)
     assert len(calls) >= 2
     np.testing.assert_allclose(got, reference(terms, out, arrays), rtol=1e-9, atol=1e-12)
+
+
+def test_deterministic_runs_are_never_promoted_and_keep_their_bits():
+    terms, out, sizes = randreg(24, 3, seed=3)
+    t, _ = lazy(terms, out, sizes)
+    promotions = session.PROMOTIONS["n"]
+    first = t.evaluate(deterministic=True, cache_dir=False)
+    for _ in range(session.PROMOTE_AT + 1):
+        assert t.evaluate(deterministic=True, cache_dir=False).tobytes() == first.tobytes()
+    assert session.PROMOTIONS["n"] == promotions
+
+
+def test_explain_after_a_promotion_shows_and_keeps_the_promoted_tree():
+    from tenloom.graph.ops import Op
+    from tenloom.runtime.evaluate import optimize_graph
+
+    terms, out, sizes = randreg(30, 4, seed=11)
+    t, arrays = lazy(terms, out, sizes)
+    for _ in range(session.PROMOTE_AT):
+        t.evaluate()
+    promotions = session.PROMOTIONS["n"]
+
+    def contracts(g):
+        return [n.attrs for n in g.order if n.op is Op.CONTRACT]
+
+    promoted = contracts(optimize_graph(session.build_graph((t,)), {}))
+    report = tl.explain(t)
+    after = contracts(optimize_graph(session.build_graph((t,)), {}))
+    assert after == promoted  # explain's own run did not put evaluate back on the first tree
+    for _ in range(session.PROMOTE_AT + 1):
+        np.testing.assert_allclose(t.evaluate(), reference(terms, out, arrays), rtol=1e-9)
+    assert session.PROMOTIONS["n"] == promotions  # and nothing is promoted twice
+    assert report.after.nodes == len(optimize_graph(session.build_graph((t,)), {}))
+
+
+def test_a_bad_feed_on_the_promoting_run_fails_before_the_search():
+    from tenloom.graph.errors import ShapeError
+
+    terms, out, sizes = randreg(24, 3, seed=5)
+    x = tl.placeholder(tuple(sizes[lab] for lab in terms[0]), np.float64, name="x")
+    rng = np.random.default_rng(0)
+    ops = [x, list(terms[0])]
+    for term in terms[1:]:
+        ops += [tl.asarray(rng.standard_normal([sizes[lab] for lab in term])), list(term)]
+    y = tl.einsum(*ops, list(out))
+    good = rng.standard_normal(x.shape)
+    for _ in range(session.PROMOTE_AT - 1):
+        y.evaluate(feed={x: good})
+    searches, promotions = co.SEARCHES["n"], session.PROMOTIONS["n"]
+    with pytest.raises(ShapeError):
+        y.evaluate(feed={x: np.zeros((3, 3))})
+    assert co.SEARCHES["n"] == searches and session.PROMOTIONS["n"] == promotions
