@@ -285,12 +285,15 @@ _DISK_KEY: list[str] = []
 
 
 def _model_digest() -> str:
-    """A digest of the constants that decide which tree a search keeps: the cost model's
-    (passes/cost.py) and the search budgets' (passes/contraction_order.py). A change to any
-    of them makes every entry written before unreadable, so a cached tree is always the tree a
-    fresh search would give."""
+    """A digest of what decides which tree a search keeps: the source of the cost model
+    (passes/cost.py) and of the search (passes/contraction_order.py), their constants as they
+    are now, cotengra's version and the optional packages its searches pick up (kahypar, its
+    default optimizer library). A change to any of them makes every entry written before
+    unreadable, so a cached tree is always the tree a fresh search would give."""
     import hashlib
 
+    import cotengra
+    from cotengra.hyperoptimizers.hyper import get_default_hq_methods, get_default_optlib
     from tenloom.passes import contraction_order, cost
 
     items = sorted(
@@ -299,7 +302,12 @@ def _model_digest() -> str:
         for name, value in vars(mod).items()
         if name.isupper() and isinstance(value, (int, float)) and not isinstance(value, bool)
     )
-    return hashlib.sha256(repr(items).encode()).hexdigest()[:12]
+    h = hashlib.sha256(repr(items).encode())
+    for mod in (cost, contraction_order):
+        with open(mod.__file__, "rb") as f:
+            h.update(f.read())
+    h.update(repr((cotengra.__version__, get_default_hq_methods(), get_default_optlib())).encode())
+    return h.hexdigest()[:12]
 
 
 def disk_key() -> str:

@@ -40,7 +40,7 @@ from tenloom.passes.rewrite import map_graph
 
 # network signature -> SSA path; and the other trees the search found (candidates for slicing)
 _CACHE: LRUCache[tuple, tuple] = LRUCache("passes.paths", 4096)
-_ALTERNATIVES: LRUCache[tuple, tuple] = LRUCache("passes.path_alternatives", 1024)
+_ALTERNATIVES: LRUCache[tuple, tuple] = LRUCache("passes.path_alternatives", 4096)
 SEARCHES = counter("passes.path_searches")  # how many path searches ran (plans reuse paths)
 
 
@@ -222,21 +222,55 @@ def disk_get(folder: str, sig, n: int):
 
 def disk_put(folder: str, sig, ssa, others) -> None:
     """Write the entry atomically (readers see the old file or the new one); a folder that
-    cannot be written to only loses the cache."""
+    cannot be written to only loses the cache. Every DISK_PRUNE_EVERY-th write, a folder over
+    DISK_MAX_FILES entries loses its oldest quarter."""
     data = {
         "signature": repr(sig),
         "version": disk_key(),
         "ssa_path": [list(p) for p in ssa],
         "alternatives": [[list(p) for p in alt] for alt in others],
     }
+    tmp = None
     try:
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
             json.dump(data, f)
         os.replace(tmp, _path_file(folder, sig))
+        tmp = None
     except OSError:
         pass
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    _WRITES["n"] += 1
+    if _WRITES["n"] % DISK_PRUNE_EVERY == 0:
+        prune(folder)
+
+
+DISK_MAX_FILES = 20000  # path files kept in one folder (a few kB each)
+DISK_PRUNE_EVERY = 256
+_WRITES = {"n": 0}
+
+
+def prune(folder: str, keep: int | None = None) -> int:
+    """Remove the oldest path files of ``folder`` beyond three quarters of ``keep``
+    (DISK_MAX_FILES) when it holds more than ``keep``; how many were removed."""
+    keep = DISK_MAX_FILES if keep is None else keep
+    try:
+        files = [e for e in os.scandir(folder) if e.name.startswith("path-") and e.is_file()]
+    except OSError:
+        return 0
+    if len(files) <= keep:
+        return 0
+    files.sort(key=lambda e: e.stat().st_mtime)
+    removed = 0
+    for e in files[: len(files) - (3 * keep) // 4]:
+        with contextlib.suppress(OSError):
+            os.unlink(e.path)
+            removed += 1
+    return removed
 
 
 # ---- the "auto" search, budgeted in trials from the predicted run time -----------------------

@@ -473,3 +473,24 @@ def test_a_bad_feed_on_the_promoting_run_fails_before_the_search():
     with pytest.raises(ShapeError):
         y.evaluate(feed={x: np.zeros((3, 3))})
     assert co.SEARCHES["n"] == searches and session.PROMOTIONS["n"] == promotions
+
+
+def test_the_disk_key_follows_the_search_code_and_cotengra(monkeypatch):
+    import cotengra
+    from tenloom.passes import caches
+
+    base = caches._model_digest()
+    monkeypatch.setattr(cotengra, "__version__", "0.0.0-other")
+    assert caches._model_digest() != base
+
+
+def test_prune_keeps_the_newest_path_files(tmp_path):
+    for i in range(12):
+        f = tmp_path / f"path-{i:02d}.json"
+        f.write_text("{}")
+        os.utime(f, (1000 + i, 1000 + i))
+    (tmp_path / "copy-plans-x.json").write_text("{}")  # not a path file: kept
+    assert co.prune(str(tmp_path), keep=20) == 0
+    assert co.prune(str(tmp_path), keep=8) == 6  # down to three quarters of 8
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["copy-plans-x.json"] + [f"path-{i:02d}.json" for i in range(6, 12)]
