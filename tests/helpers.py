@@ -227,3 +227,16 @@ def opencl_device() -> str | None:
     except Exception:  # no pyopencl
         return None
     return DEVICE
+
+
+def require_cuda():
+    """CuPy, or skip the test: no CuPy, no CUDA driver, or no GPU."""
+    import pytest
+
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() == 0:
+            pytest.skip("no CUDA GPU")
+    except Exception:
+        pytest.skip("no CUDA driver")
+    return cp

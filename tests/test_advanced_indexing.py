@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import require_cuda
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tenloom.graph import build as _b
@@ -369,12 +370,7 @@ def test_save_load_and_dump(tmp_path):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
 def test_cuda_gather_scatter_add_and_updates(dtype):
     """On CUDA the references run on CuPy arrays (x[idx], np.add.at -> CuPy's add.at)."""
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() == 0:
-            pytest.skip("no CUDA GPU")
-    except Exception:
-        pytest.skip("no CUDA driver")
+    require_cuda()
     rng = np.random.default_rng(2)
     a = rng.standard_normal((5, 6)).astype(dtype)
     t = tl.asarray(a)

@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import assert_close, opencl_device
+from helpers import assert_close, opencl_device, require_cuda
 from rule_checks import check_hvp, rule_tests
 from tenloom.graph.node import make_node
 from tenloom.graph.ops import Op
@@ -393,12 +393,7 @@ def test_opencl_has_no_kernel_a_device_error_naming_the_op():
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cuda_runs_cupy_fft_in_the_operands_precision(dtype):
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() == 0:
-            pytest.skip("no CUDA GPU")
-    except Exception:
-        pytest.skip("no CUDA driver")
+    require_cuda()
     x = _rand(np.random.default_rng(12), (5, 6), dtype)
     outs = [tl.fft.fftn(x, s=(4, 7), axes=(1, 0), norm="ortho"), tl.fft.hfft(x, n=9, axis=0)]
     wants = [np.fft.fftn(x, s=(4, 7), axes=(1, 0), norm="ortho"), np.fft.hfft(x, n=9, axis=0)]

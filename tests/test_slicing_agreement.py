@@ -207,22 +207,6 @@ def test_a_reverse_sweep_whose_cotangents_fill_the_limit_is_refused_before_slici
     assert SLICE_SEARCHES["n"] == before
 
 
-def test_a_peak_over_the_limit_names_where_it_is():
-    rng = np.random.default_rng(1)
-    a, b = (tl.asarray(rng.standard_normal((100, 100))) for _ in range(2))
-    y = tl.sum(tl.exp(a @ b) @ tl.sin(a @ a))
-    for caller, call in {
-        "explain": lambda: tl.explain(y, memory_limit=90000),
-        "evaluate": lambda: tl.evaluate(y, memory_limit=90000),
-    }.items():
-        with pytest.raises(
-            tl.MemoryLimitError,
-            match=rf"{caller}: predicted peak memory \d+ bytes exceeds memory_limit=90000 bytes; "
-            r"the peak is at \w+ float64\(100, 100\) at .* \(80000 bytes, beside \d+ bytes",
-        ):
-            call()
-
-
 def test_a_limit_met_only_by_a_runaway_slicing_is_refused_alike(monkeypatch):
     import tenloom.passes.slicing as slicing
 
