@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from helpers import assert_close, device_params
+from helpers import assert_close, device_params, on_cpu
 from tenloom.graph.errors import DTypeError, ShapeError
 from tenloom.graph.node import make_node
 from tenloom.graph.ops import Op
@@ -290,9 +290,19 @@ def _check_part(got: float, want: float, any_sign: bool, what: str) -> None:
         assert math.isclose(got, want, rel_tol=1e-6), what
 
 
+# measured on an H100 (TENLOOM_TEST_DEVICE=cuda:0): CuPy's complex tanh and tan (thrust's)
+# give NaN + NaN j where the standard and NumPy keep a zero part
+_CUPY_SPECIALS = {
+    "tanh": "CuPy's complex tanh: tanh(0 + inf j) is nan + nan j (the standard: 0 + nan j)",
+    "tan": "CuPy's complex tan: tan(inf + 0 j) is nan + nan j (NumPy: nan + 0 j)",
+}
+
+
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 @pytest.mark.parametrize("name", list(STANDARD))
 def test_special_values_follow_the_standard(name, dtype):
+    if name in _CUPY_SPECIALS and not on_cpu():
+        pytest.xfail(_CUPY_SPECIALS[name])
     cases = [(a, b, want, signs) for avals, bvals, want, signs in STANDARD[name]
              for a in avals for b in bvals]  # fmt: skip
     z = parts([c[0] for c in cases], [c[1] for c in cases], dtype)
@@ -355,6 +365,8 @@ def test_every_quadrant_matches_numpy(name, dtype):
     """Zeros of either sign, finite values, infinities and NaN in every combination, so the
     symmetries (conj, odd, even) and the branch cuts' signed zeros are checked too; finite
     parts to a few ulps, infinities and zeros with their signs, NaN where NumPy has NaN."""
+    if name in _CUPY_SPECIALS and not on_cpu():
+        pytest.xfail(_CUPY_SPECIALS[name])
     z = parts([a for a in GRID for _ in GRID], [b for _ in GRID for b in GRID], dtype)
     got = getattr(xp, name)(tl.asarray(z)).evaluate()
     want = NUMPY[name](z)

@@ -155,7 +155,8 @@ def test_slices_on_two_streams_of_one_gpu():
 
     y = _lattice_einsum(5, 6, "float64", seed=2)
     expected = y.evaluate(optimize="greedy")
-    got = y.evaluate(device="cuda:0", optimize="greedy", memory_limit="400 KB", threads=2)
+    # sliced (6 slices), with room for two slices at once: each worker streams its own
+    got = y.evaluate(device="cuda:0", optimize="greedy", memory_limit="800 KB", threads=2)
     np.testing.assert_allclose(got, expected, rtol=1e-10)
     assert LAST_RUN.workers == ["cuda:0", "cuda:0"]
 

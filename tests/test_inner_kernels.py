@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import on_cpu
 from tenloom.runtime import buffers
 from tenloom.runtime.kernels import inner
 
@@ -162,6 +163,7 @@ def test_gradient_of_an_inner_product():
     np.testing.assert_allclose(ga, np.conj(B.T), rtol=0, atol=0)
 
 
+@pytest.mark.skipif(not on_cpu(), reason="the CPU backend's buffer pools")
 def test_operand_copies_are_pooled_by_their_own_size():
     """A small result of big operands whose copies are big: the program keeps an arena for
     them, and the second run takes the first run's copy buffers back."""

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import on_cpu
 from tenloom.graph.errors import DeviceError, GraphFormatError, OptionError, OptionTypeError
 from tenloom.passes.options import NO_OPTIONS, Options
 from tenloom.runtime import session
@@ -65,6 +66,7 @@ def test_precision_of_the_wrong_type_is_an_option_type_error(bad):
 
 
 @pytest.mark.parametrize("precision", LOWERED)
+@pytest.mark.skipif(not on_cpu(), reason="the default device must be the CPU")
 def test_lowered_precision_on_cpu_is_refused_before_any_work(precision):
     c = _matmul()[2]
     runs = session.PASS_RUNS["n"]
@@ -167,6 +169,7 @@ def _rewrite_precision(path, value, device=None):
     path.write_text(json.dumps(doc))
 
 
+@pytest.mark.skipif(not on_cpu(), reason="the default device must be the CPU")
 def test_loaded_plan_with_a_lowered_precision_is_refused_where_it_cannot_run(tmp_path):
     _, path, _ = _saved(tmp_path, precision="highest")
     _rewrite_precision(path, "tf32")
