@@ -209,6 +209,45 @@ def _workload(name: str, args):
 # ---- one fresh process: one runner on one workload ------------------------------------------
 
 
+def interleaved(arrays, inputs, wrap=None) -> list:
+    """einsum's interleaved operands: array, labels, array, labels, ..."""
+    ops: list = []
+    for a, t in zip(arrays, inputs):
+        ops += [a if wrap is None else wrap(a), list(t)]
+    return ops
+
+
+def lazy_network(tl, net):
+    """One network as a lazy tenloom einsum."""
+    inputs, output, _, arrays = net
+    return tl.einsum(*interleaved(arrays, inputs, tl.asarray), list(output))
+
+
+def lazy_workload(tl, kind: str, w):
+    """A network workload as one lazy tensor (several networks: stacked)."""
+    if kind == "networks":
+        return tl.stack([lazy_network(tl, net) for net in w])
+    return lazy_network(tl, w)
+
+
+def peer_contract(runner: str, net):
+    """One network contracted by a peer: cotengra "auto", opt_einsum greedy or NumPy."""
+    import numpy as np
+
+    inputs, output, sd, arrays = net
+    if runner == "cotengra_auto":
+        import cotengra as ctg
+
+        return ctg.array_contract(arrays, inputs, output, optimize="auto")
+    if runner == "oe_greedy":
+        import opt_einsum as oe
+
+        return oe.contract(*interleaved(arrays, inputs), list(output), optimize="greedy")
+    if len(sd) > 52:
+        raise SystemExit("numpy: np.einsum takes at most 52 labels")
+    return np.einsum(*interleaved(arrays, inputs), list(output), optimize="greedy")
+
+
 def child(name: str, runner: str, args) -> dict:
     import numpy as np
 
@@ -218,70 +257,28 @@ def child(name: str, runner: str, args) -> dict:
 
         import tenloom as tl
     elif runner == "cotengra_auto":
-        import cotengra as ctg
+        import cotengra  # noqa: F401
     elif runner == "oe_greedy":
-        import opt_einsum as oe
+        import opt_einsum  # noqa: F401
 
     if kind == "circuit":
         n, gates = w
         state0 = np.zeros((2,) * n, np.complex128)
         state0[(0,) * n] = 1
     t0 = time.perf_counter()
-    if kind == "network":
-        inputs, output, sd, arrays = w
-        if runner.startswith("tenloom"):
-            ops = []
-            for a, t in zip(arrays, inputs):
-                ops += [tl.asarray(a), list(t)]
-            value = tl.einsum(*ops, list(output)).evaluate()
-        elif runner == "cotengra_auto":
-            value = ctg.array_contract(arrays, inputs, output, optimize="auto")
-        else:
-            ops = []
-            for a, t in zip(arrays, inputs):
-                ops += [a, list(t)]
-            if runner == "oe_greedy":
-                value = oe.contract(*ops, list(output), optimize="greedy")
-            elif len(sd) > 52:
-                raise SystemExit("numpy: np.einsum takes at most 52 labels")
-            else:
-                value = np.einsum(*ops, list(output), optimize="greedy")
-    elif kind == "networks":
-        values = []
-        if runner.startswith("tenloom"):
-            lazy = []
-            for inputs, output, _, arrays in w:
-                ops = []
-                for a, t in zip(arrays, inputs):
-                    ops += [tl.asarray(a), list(t)]
-                lazy.append(tl.einsum(*ops, list(output)))
-            value = tl.stack(lazy).evaluate()
-        else:
-            for inputs, output, _, arrays in w:
-                if runner == "cotengra_auto":
-                    values.append(ctg.array_contract(arrays, inputs, output, optimize="auto"))
-                else:
-                    ops = []
-                    for a, t in zip(arrays, inputs):
-                        ops += [a, list(t)]
-                    fn = oe.contract if runner == "oe_greedy" else np.einsum
-                    values.append(fn(*ops, list(output), optimize="greedy"))
-            value = np.stack(values)
-    else:  # circuit
-        n, gates = w
+    if kind == "circuit":
         if runner.startswith("tenloom"):
             value = apply_gates(tl, tl.asarray(state0), gates).evaluate()
         elif runner == "numpy":
             value = apply_gates(np, state0, gates)
         else:
-            inputs, output, sd, arrays = circuit_network(n, gates)
-            if runner == "cotengra_auto":
-                value = ctg.array_contract(arrays, inputs, output, optimize="auto")
-            else:
-                ops = []
-                for a, t in zip(arrays, inputs):
-                    ops += [a, list(t)]
-                value = oe.contract(*ops, list(output), optimize="greedy")
+            value = peer_contract(runner, circuit_network(n, gates))
+    elif runner.startswith("tenloom"):
+        value = lazy_workload(tl, kind, w).evaluate()
+    elif kind == "networks":
+        value = np.stack([peer_contract(runner, net) for net in w])
+    else:
+        value = peer_contract(runner, w)
     value = np.asarray(value)
     seconds = time.perf_counter() - t0
     flat = value.ravel()
@@ -353,6 +350,13 @@ def main(argv=None):
         bad = {r: c for r, c in checks.items() if isinstance(c, str)}
         if bad:
             print(f"         errors: {bad}", flush=True)
+        # every runner's result against the others (sum of |entries|): the same numbers
+        sums = {r: c[1] for r, c in checks.items() if not isinstance(c, str)}
+        ref = next(iter(sums.values()), None)
+        off = {r: v for r, v in sums.items() if abs(v - ref) > 1e-6 * max(abs(ref), 1e-300)}
+        row["results_agree"] = not off
+        if off:
+            print(f"         RESULTS DIFFER: {sums}", flush=True)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(results, indent=1))

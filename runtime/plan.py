@@ -10,7 +10,7 @@ traces a Python function into such plans.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
 from tenloom.graph.value import Value
 from tenloom.passes.caches import counter
+from tenloom.passes.contraction_order import COMPILE_EFFORT
 
 # plans traced (by @function) and compiled: tests check that calls do neither
 COUNTERS = counter("runtime.plans", traces=0, compiles=0)
@@ -85,10 +86,6 @@ class Plan:
         if o.devices is not None:  # every device exists and has its backend, before the passes
             session.open_devices(o.devices)
         # a plan runs many times: its path search may take longer than evaluate's
-        from dataclasses import replace
-
-        from tenloom.passes.contraction_order import COMPILE_EFFORT
-
         o = replace(o, search_effort=COMPILE_EFFORT)
         optimized = session.optimize_within_limit(self.graph, o)  # cached by options
         self.optimized = optimized.graph

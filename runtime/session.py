@@ -23,6 +23,7 @@ one registry of passes/caches.py (``tl.cache_info()``, ``tl.clear_caches()``).
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,6 +34,7 @@ from tenloom.graph.errors import MemoryLimitError, OptionTypeError, fmt_shape
 from tenloom.graph.graph import Graph
 from tenloom.passes import run_pipeline
 from tenloom.passes.caches import LRUCache, counter
+from tenloom.passes.contraction_order import COMPILE_EFFORT
 from tenloom.passes.options import NO_OPTIONS, Options
 from tenloom.passes.prereduce import still_frozen
 from tenloom.runtime.backends import get_backend
@@ -292,9 +294,7 @@ def optimize(
     optimized, ctx = run_pipeline(
         graph, pipeline_of(options, pipeline), for_passes, verify=options.verify, on_pass=on_pass
     )
-    result = Optimized(
-        optimized, ctx.stats, tuple(seen) if stages else None, options.search_effort
-    )
+    result = Optimized(optimized, ctx.stats, tuple(seen) if stages else None, options.search_effort)
     if key is not None:
         _OPTIMIZED.put(key, (graph.outputs, result))
     return result
@@ -316,14 +316,10 @@ PROMOTIONS = counter("runtime.search_promotions")
 def promoted(graph: Graph, o: Options, key: Any, hit: Optimized) -> Optimized:
     """``hit`` (evaluate's cached optimization under ``key``), or at the PROMOTE_AT-th run of
     the same outputs its re-optimization with the compile effort, which replaces it."""
-    from tenloom.passes.contraction_order import COMPILE_EFFORT
-
     if key is None or o.deterministic or max(o.search_effort, hit.effort) >= COMPILE_EFFORT:
         return hit  # deterministic=True: the same bits every call, so the same tree
     if not hit.stats.get("contraction_order", {}).get("auto_searches"):
         return hit
-    import weakref
-
     seen = _REPEATS.get(key)
     runs = (seen[1] if seen is not None and seen[0]() is hit else 1) + 1  # run 1 missed
     _REPEATS.put(key, (weakref.ref(hit), runs))
