@@ -546,16 +546,14 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
         return node
     tried: list[tuple] = []  # every tree considered: candidates again if slicing is needed
     limit = options.memory_limit
+    item_terms = [t for _, t in items]
     beside = sum(x.nbytes for x, _ in items if x.op not in (Op.CONST, Op.PLACEHOLDER))
+    itemsize = np.result_type(*[x.dtype for x, _ in items]).itemsize if items else 0
     if limit is not None and len(items) >= 2:  # a limit nothing can meet: refused before searching
         from tenloom.passes.slicing import check_sliceable
 
-        itemsize = np.result_type(*[x.dtype for x, _ in items]).itemsize
-        check_sliceable(
-            [t for _, t in items], out, sizes, itemsize, limit, options.reverse_sweep, beside
-        )
+        check_sliceable(item_terms, out, sizes, itemsize, limit, options.reverse_sweep, beside)
     if len(items) >= 3:
-        item_terms = [t for _, t in items]
         complex_ = np.dtype(node.dtype).kind == "c"
         path = find_path(item_terms, out, sizes, options, complex_, stats)
         tried.append(path)
@@ -584,8 +582,6 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
         from tenloom.graph.errors import MemoryLimitError
         from tenloom.passes.slicing import slice_to_fit
 
-        item_terms = [t for _, t in items]
-        itemsize = np.result_type(*[x.dtype for x, _ in items]).itemsize
         best = failed = None
         # the fewest-flops tree may be too wide to slice well: the search's other trees and the
         # left-to-right order are sliced too, and the fewest flops over all slices wins; a start
