@@ -16,6 +16,7 @@ from tenloom.graph.ops.args import bool_arg, int_arg, normalize_axes
 from tenloom.graph.ops.contract import einsum_spec, lift_operands
 from tenloom.graph.ops.leaf import _const_node, full_node, lift, lift_with, scalar_node
 from tenloom.graph.ops.registry import BUILDERS, PUBLIC_BUILDERS
+from tenloom.graph.ops.semiring import semiring_spec
 
 globals().update(BUILDERS)
 
@@ -33,5 +34,6 @@ __all__ = [
     "normalize_axes",
     "ops",
     "scalar_node",
+    "semiring_spec",
     *BUILDERS,
 ]

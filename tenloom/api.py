@@ -20,12 +20,21 @@ globals().update(
 )
 
 
-def einsum(*args: Any) -> Tensor:
+def einsum(*args: Any, semiring: str | None = None) -> Tensor:
     """Einstein summation, as ``numpy.einsum``, plus integer sublists with any number of labels.
 
     ``einsum("ij,jk->ik", a, b)`` or ``einsum(a, [0, 1], b, [1, 2], [0, 2])``.
+
+    ``semiring=`` contracts over another semiring: ``"max_plus"``, ``"min_plus"``,
+    ``"max_times"``, ``"log_sum_exp"`` or ``"count"`` (graph/ops/semiring.py; docs/semirings.md).
     """
+    if semiring is not None:
+        from tenloom.graph.ops.semiring import check_semiring
+
+        check_semiring(semiring, "einsum")
     nodes, spec = _einsum.parse(args, _b.lift_operands)
+    if semiring is not None:
+        return Tensor(_b.semiring_spec(nodes, spec, semiring))
     return Tensor(_b.einsum_spec(nodes, spec))
 
 

@@ -49,6 +49,7 @@ from tenloom.graph.ops import nn  # noqa: E402, F401  (composites only: defines 
 from tenloom.graph.ops import gather  # noqa: E402, F401  (advanced indexing)
 from tenloom.graph.ops import fft  # noqa: E402, F401  (tl.fft)
 from tenloom.graph.ops import complex_parts  # noqa: E402, F401  (complex(real, imag))
+from tenloom.graph.ops import semiring  # noqa: E402, F401  (einsum(semiring=...))
 from tenloom.graph import build, value  # noqa: E402
 
 value.bind(build)

@@ -559,13 +559,40 @@ def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Node:
 
 
 @builder
-def matmul(a, b) -> Node:
+def matmul(a, b, semiring: str | None = None) -> Node:
+    """``numpy.matmul``; with ``semiring=`` a semiring product (graph/ops/semiring.py)."""
     an, bn = lift(a, "matmul"), lift(b, "matmul")
+    if semiring is not None:
+        return _semiring_matmul(an, bn, semiring)
     return make_node(Op.MATMUL, (an, bn))
 
 
+def _semiring_matmul(an: Node, bn: Node, semiring) -> Node:
+    """matmul as a semiring network: batch axes broadcast first (each label has one size)."""
+    from tenloom.graph.ops.movement import broadcast_to
+    from tenloom.graph.ops.semiring import network
+
+    shape = matmul_shape(an.shape, bn.shape)
+    a2 = an.shape if an.ndim > 1 else (1,) + an.shape
+    b2 = bn.shape if bn.ndim > 1 else bn.shape + (1,)
+    batch = broadcast_shapes("matmul", (a2[:-2], b2[:-2]))
+    if an.ndim > 1 and a2[:-2] != batch:
+        an = broadcast_to(an, batch + a2[-2:])
+    if bn.ndim > 1 and b2[:-2] != batch:
+        bn = broadcast_to(bn, batch + b2[-2:])
+    nb = len(batch)
+    m, k, n = nb, nb + 1, nb + 2  # labels: batch 0..nb-1, rows, contracted, columns
+    ta = (*range(nb), m, k) if an.ndim > 1 else (k,)
+    tb = (*range(nb), k, n) if bn.ndim > 1 else (k,)
+    out = (*range(nb), *((m,) if an.ndim > 1 else ()), *((n,) if bn.ndim > 1 else ()))
+    res = network([an, bn], [ta, tb], out, semiring, "matmul")
+    assert res.shape[: len(shape)] == shape
+    return res
+
+
 @builder
-def tensordot(a, b, axes: Any = 2) -> Node:
+def tensordot(a, b, axes: Any = 2, semiring: str | None = None) -> Node:
+    """``numpy.tensordot``; with ``semiring=`` a semiring product (graph/ops/semiring.py)."""
     an, bn = lift(a, "tensordot"), lift(b, "tensordot")
     if isinstance(axes, (float, np.floating)):  # NumPy: TypeError
         raise OptionTypeError(f"tensordot: axes {axes!r} is not an int or a pair")
@@ -592,6 +619,19 @@ def tensordot(a, b, axes: Any = 2) -> Node:
         axb = tuple(normalize_axes([b], bn.ndim, "tensordot", bn.shape)[0] for b in xb)
         if len(set(axa)) != len(axa) or len(set(axb)) != len(axb):
             raise ShapeError(f"tensordot: repeated axis in {axes!r}")
+    if semiring is not None:
+        from tenloom.graph.ops.semiring import network
+
+        for x, y in zip(axa, axb):
+            if an.shape[x] != bn.shape[y]:
+                _tensordot_infer((an, bn), (axa, axb))  # raises the ShapeError naming them
+        ta = tuple(range(an.ndim))
+        fresh = iter(range(an.ndim, an.ndim + bn.ndim))
+        tb = tuple(ta[axa[axb.index(i)]] if i in axb else next(fresh) for i in range(bn.ndim))
+        out = tuple(lab for i, lab in enumerate(ta) if i not in axa) + tuple(
+            lab for i, lab in enumerate(tb) if i not in axb
+        )
+        return network([an, bn], [ta, tb], out, semiring, "tensordot")
     return make_node(Op.TENSORDOT, (an, bn), (axa, axb))
 
 
