@@ -31,6 +31,7 @@ from tenloom.graph.einsum import einsum_node, in_network_dtype
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
+from tenloom.graph.ops.semiring import semiring_node
 from tenloom.graph.ops.sliced import pairwise_network, slice_peak_bytes
 from tenloom.passes.caches import LRUCache, cache_folder, counter, disk_key
 from tenloom.passes.cost import einsum_sizes, layout_cost
@@ -536,8 +537,11 @@ def _items_nest(nest, keep: dict[int, int]):
 
 
 def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
-    """Replace one n-ary EINSUM by its tree of pairwise EINSUM nodes."""
-    terms, out = node.attrs
+    """Replace one n-ary EINSUM (or SEMIRING_EINSUM) by its tree of pairwise nodes of the
+    same op (and semiring: semiring networks order with the same search, their pairwise steps
+    cost what ordinary ones do)."""
+    terms, out = node.attrs[:2]
+    semiring = node.attrs.semiring if node.op is Op.SEMIRING_EINSUM else None
     sizes = einsum_sizes(node)
     operands = in_network_dtype(node.inputs, node.dtype)  # partial results in the network's dtype
     items = [(x, tuple(t)) for x, t in zip(operands, terms) if t]
@@ -549,6 +553,8 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
     item_terms = [t for _, t in items]
     beside = sum(x.nbytes for x, _ in items if x.op not in (Op.CONST, Op.PLACEHOLDER))
     itemsize = np.result_type(*[x.dtype for x, _ in items]).itemsize if items else 0
+    if semiring == "count":
+        itemsize *= 2  # partial results are (value, count) pairs
     if limit is not None and len(items) >= 2:  # a limit nothing can meet: refused before searching
         from tenloom.passes.slicing import check_sliceable
 
@@ -629,14 +635,17 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
             slice_peak_bytes(attrs, [x.shape for x, _ in items], itemsize),
         )
     elif items:
-        res = pairwise_network([x for x, _ in items], [t for _, t in items], out, path)
+        res = pairwise_network([x for x, _ in items], [t for _, t in items], out, path, semiring)
         t = tuple(out)
         stats["pairwise"] = stats.get("pairwise", 0) + len(path)
     else:  # only 0-d factors: the output is 0-d too
         res, t = scalars[0], ()
         scalars = scalars[1:]
     for s in scalars:
-        res = einsum_node([res, s], [t, ()], t)
+        if semiring is None:
+            res = einsum_node([res, s], [t, ()], t)
+        else:
+            res = semiring_node([res, s], [t, ()], t, semiring)
     stats["networks"] = stats.get("networks", 0) + 1
     stats["largest"] = max(stats.get("largest", 0), len(node.inputs))
     return res
@@ -653,7 +662,8 @@ def empty_network(node: Node) -> Node:
 
 @register_pass("contraction_order")
 def contraction_order(graph: Graph, ctx: PassContext) -> Graph:
-    """Order every n-ary EINSUM (n >= 3) into pairwise contractions with cotengra; with
+    """Order every n-ary EINSUM and SEMIRING_EINSUM (n >= 3) into pairwise contractions with
+    cotengra; with
     ``memory_limit``, a network whose tree does not fit becomes one SLICED node (passes/slicing)."""
     stats: dict = {}
     nesting = graph.meta.get("nesting", {})
@@ -661,6 +671,11 @@ def contraction_order(graph: Graph, ctx: PassContext) -> Graph:
     least = 2 if ctx.options.memory_limit is not None else 3  # 2: it may need slicing
 
     def fn(node: Node) -> Node:
+        if node.op is Op.SEMIRING_EINSUM and len(node.inputs) >= least:
+            if 0 in einsum_sizes(node).values():  # the kernel gives the semiring's zeros
+                return node
+            hint = nesting.get(id(node))
+            return build_tree(node, ctx.options, stats, hint[1] if hint else None)
         if node.op is Op.EINSUM and len(node.inputs) >= least:
             if 0 in einsum_sizes(node).values():
                 stats["empty_networks"] = stats.get("empty_networks", 0) + 1

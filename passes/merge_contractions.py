@@ -15,13 +15,22 @@ from tenloom.graph.einsum import einsum_node
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, rebuild
 from tenloom.graph.ops import Op
+from tenloom.graph.ops.semiring import semiring_node
 from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import use_counts
+
+_NETWORKS = (Op.EINSUM, Op.SEMIRING_EINSUM)
+
+
+def _same_algebra(user: Node, x: Node) -> bool:
+    """Whether ``x`` is a network of the same op and semiring as ``user``."""
+    return x.op is user.op and (x.op is Op.EINSUM or x.attrs.semiring == user.attrs.semiring)
 
 
 @register_pass("merge_contractions")
 def merge_contractions(graph: Graph, ctx: PassContext) -> Graph:
-    """Inline single-use EINSUM operands of EINSUM nodes (see the module docstring).
+    """Inline single-use EINSUM operands of EINSUM nodes, and SEMIRING_EINSUM operands of
+    SEMIRING_EINSUM nodes of the same semiring (see the module docstring).
 
     Linear in the graph: an EINSUM whose only use is an EINSUM operand is not built on its own
     (a chain of n products would otherwise build networks of 1, 2, ..., n operands); the
@@ -30,12 +39,13 @@ def merge_contractions(graph: Graph, ctx: PassContext) -> Graph:
     # single-use EINSUMs feeding an EINSUM: inlined into their user, never built alone
     deferred: set[int] = set()
     for node in graph.order:
-        if node.op is Op.EINSUM:
+        if node.op in _NETWORKS:
             for i in node.inputs:
                 # only a call in the same dtype: NumPy computes a narrower call in its own dtype
                 # (a bool matmul is an OR of ANDs, int32 partial sums wrap) before its user
-                # widens the result, and one merged network would compute it in the wider one
-                if i.op is Op.EINSUM and counts.get(id(i), 0) == 1 and i.dtype == node.dtype:
+                # widens the result, and one merged network would compute it in the wider one;
+                # and of the same semiring (never an ordinary network into a semiring one)
+                if _same_algebra(node, i) and counts.get(id(i), 0) == 1 and i.dtype == node.dtype:
                     deferred.add(id(i))
     pending: dict[int, tuple] = {}  # id(deferred node) -> (node, its rewritten inputs)
     nesting: dict[int, tuple] = {}  # id(merged node) -> (node, nested operand positions)
@@ -47,11 +57,14 @@ def merge_contractions(graph: Graph, ctx: PassContext) -> Graph:
             new[id(node)] = node  # a placeholder: only its user (which flattens it) reads it
             continue
         ins = tuple(new[id(i)] for i in node.inputs)
-        if node.op is Op.EINSUM and any(id(i) in pending for i in ins):
+        if node.op in _NETWORKS and any(id(i) in pending for i in ins):
             nodes, terms, nest, count = _flatten(node, ins, pending)
             merged += count
-            res = einsum_node(nodes, terms, node.attrs.out)
-            if res.op is Op.EINSUM and len(res.inputs) == len(nodes):
+            if node.op is Op.EINSUM:
+                res = einsum_node(nodes, terms, node.attrs.out)
+            else:
+                res = semiring_node(nodes, terms, node.attrs.out, node.attrs.semiring)
+            if res.op is node.op and len(res.inputs) == len(nodes):
                 nesting[id(res)] = (res, nest)
         else:
             res = rebuild(node, ins)
@@ -89,7 +102,7 @@ def _flatten(node: Node, ins: tuple, pending: dict):
                 terms.append(tuple(t))
                 continue
             inner, inner_ins = entry
-            in_terms, in_out = inner.attrs
+            in_terms, in_out = inner.attrs[:2]
             mapping = dict(zip(in_out, t))
             mapped = []
             for term in in_terms:

@@ -84,11 +84,18 @@ def path_steps(terms, out, path) -> list[tuple]:
     return steps
 
 
-def pairwise_network(nodes, terms, out, path):
+def pairwise_network(nodes, terms, out, path, semiring: str | None = None):
     """Pairwise EINSUM nodes contracting ``nodes`` (labelled ``terms``) along the SSA ``path``
     into ``out``; each intermediate keeps only the labels still needed later. Returns the
-    result node (already in ``out``'s label order)."""
+    result node (already in ``out``'s label order). With ``semiring``, pairwise
+    SEMIRING_EINSUM nodes of that semiring (graph/ops/semiring.py)."""
     from tenloom.graph.einsum import einsum_node
+
+    if semiring is not None:
+        from tenloom.graph.ops.semiring import semiring_node
+
+        def einsum_node(ns, ts, o):  # noqa: F811  (the semiring's pairwise node)
+            return semiring_node(ns, ts, o, semiring)
 
     live = [(x, tuple(t)) for x, t in zip(nodes, terms)]
     for i, j, ta, tb, keep in path_steps(terms, out, path):
