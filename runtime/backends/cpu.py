@@ -157,6 +157,12 @@ def _einsum(be: Backend, node: Node):
     return (lambda *xs: as_array(run(*xs))) if node.shape == () else run
 
 
+def _semiring(be: Backend, node: Node):  # semiring: runtime/kernels/semiring.py
+    from tenloom.runtime.kernels.semiring import semiring_kernel
+
+    return semiring_kernel(node.attrs, tuple(x.shape for x in node.inputs))
+
+
 def _sliced(be: Backend, node: Node):
     from tenloom.runtime.sliced import sliced_kernel
 
@@ -206,6 +212,7 @@ class Backend(BackendBase):
         Op.CONTRACT: _contract,
         Op.LAYOUT: _layout,
         Op.EINSUM: _einsum,
+        Op.SEMIRING_EINSUM: _semiring,  # semiring
         Op.SLICED: _sliced,
         Op.FUSED: _fused,
         Op.SUM: _sum,  # big sums over the worker threads

@@ -93,6 +93,12 @@ def _fused(be: Backend, node: Node):
     return be._fused(node)
 
 
+def _semiring(be: Backend, node: Node):  # semiring: runtime/kernels/semiring.py (RawKernels)
+    from tenloom.runtime.kernels.semiring import semiring_kernel
+
+    return semiring_kernel(node.attrs, tuple(x.shape for x in node.inputs))
+
+
 def _division(be: Backend, node: Node):
     """Complex / and floating // and %: not CuPy's divide, floor_divide, remainder (see
     FUSED_PREAMBLE); None (the reference) for the other dtypes."""
@@ -225,6 +231,7 @@ class Backend(BackendBase):
         Op.FULL: _full,
         Op.EYE: _eye,
         Op.EINSUM: _einsum,
+        Op.SEMIRING_EINSUM: _semiring,  # semiring
         Op.FUSED: _fused,
         Op.DIV: _division,
         Op.FLOORDIV: _division,
