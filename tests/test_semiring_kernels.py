@@ -454,3 +454,79 @@ def test_cuda_backend_runs_the_kernels(semiring):
     want = semiring_ref([x, y, z], ((0, 1), (1, 2), (2, 3)), (0, 3), semiring)
     t = tl.einsum("ij,jk,kl->il", *map(tl.asarray, (x, y, z)), semiring=semiring)
     check(t.evaluate(device="cuda:0"), want)
+
+
+# ---- OpenCL (PoCL here) --------------------------------------------------------------------
+
+
+def _opencl_device() -> str | None:
+    try:
+        from tenloom.runtime.backends import opencl
+
+        found = opencl.list_devices()
+    except Exception:  # no pyopencl, or no platform
+        return None
+    return f"opencl:{found[0][0]}" if found else None
+
+
+OPENCL = _opencl_device()
+needs_opencl = pytest.mark.skipif(OPENCL is None, reason="no OpenCL device")
+
+
+def _on_opencl(expr, xs, semiring, monkeypatch, **kw):
+    """``tl.einsum(expr, *xs, semiring=)`` evaluated on OpenCL, checked to run the OpenCL
+    semiring kernel (a spy)."""
+    from tenloom.runtime.backends.opencl import semiring as OS
+
+    built = []
+    real = OS.semiring_kernel
+    monkeypatch.setattr(
+        OS, "semiring_kernel", lambda be, node: built.append(node) or real(be, node)
+    )
+    got = tl.einsum(expr, *map(tl.asarray, xs), semiring=semiring).evaluate(device=OPENCL, **kw)
+    assert built
+    return got
+
+
+@pytest.mark.opencl
+@needs_opencl
+@pytest.mark.parametrize("semiring,dtype", _pairs())
+def test_opencl_networks_match_brute_force(semiring, dtype, monkeypatch):
+    rng = np.random.default_rng(3)
+    x = operand((3, 17, 5), semiring, dtype, rng)  # b i l: l lone
+    y = operand((3, 5, 17, 20), semiring, dtype, rng)  # b l j k
+    z = operand((20, 4), semiring, dtype, rng)
+    if dtype.startswith("float"):  # (max_times: defined for entries >= 0 only)
+        low = 0.0 if semiring == "max_times" else -np.inf
+        x[0, 0, 1], x[1, 2, :], y[2, 0, 3, 4], z[5, 1] = np.nan, low, np.inf, low
+    terms, out = ((0, 1, 2), (0, 2, 3, 4), (4, 5)), (1, 0, 5)
+    want = brute(terms, out, semiring, x, y, z)
+    for optimize in ("greedy", False):
+        got = _on_opencl("bil,bljk,km->ibm", (x, y, z), semiring, monkeypatch, optimize=optimize)
+        check(got, want)
+
+
+@pytest.mark.opencl
+@needs_opencl
+@pytest.mark.parametrize("semiring", S.SEMIRINGS)
+def test_opencl_reductions_zero_sizes_and_outer_products(semiring, monkeypatch):
+    dt = DTYPES[semiring][-1]
+    x = operand((4, 6), semiring, dt)
+    check(_on_opencl("ij->j", (x,), semiring, monkeypatch), brute(((0, 1),), (1,), semiring, x))
+    check(_on_opencl("ij->ji", (x,), semiring, monkeypatch), brute(((0, 1),), (1, 0), semiring, x))
+    y = operand((5,), semiring, dt)
+    want = brute(((0, 1), (2,)), (2, 0, 1), semiring, x, y)
+    check(_on_opencl("ij,k->kij", (x, y), semiring, monkeypatch), want)
+    e = operand((4, 0), semiring, dt)
+    f = operand((0, 3), semiring, dt)
+    want = brute(((0, 1), (1, 2)), (0, 2), semiring, e, f)
+    check(_on_opencl("ij,jk->ik", (e, f), semiring, monkeypatch), want)
+
+
+@pytest.mark.opencl
+@needs_opencl
+def test_opencl_log_sum_exp_does_not_underflow(monkeypatch):
+    a = np.array([[0.0, -1000.0], [-np.inf, -np.inf], [np.inf, 0.0]])
+    b = np.array([[-1000.0, 0.0], [0.0, 1.0]])
+    want = brute(((0, 1), (1, 2)), (0, 2), "log_sum_exp", a, b)
+    check(_on_opencl("ij,jk->ik", (a, b), "log_sum_exp", monkeypatch), want)

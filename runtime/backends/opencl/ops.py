@@ -368,11 +368,18 @@ def _eye(be: Backend, node: Node):
     return run
 
 
+def _semiring(be: Backend, node: Node):  # semiring: runtime/backends/opencl/semiring.py
+    from tenloom.runtime.backends.opencl.semiring import semiring_kernel
+
+    return semiring_kernel(be, node)
+
+
 HANDLERS = {
     Op.CONTRACT: _contract,
     Op.MATMUL: _matmul,
     Op.TENSORDOT: _tensordot,
     Op.EINSUM: _einsum,
+    Op.SEMIRING_EINSUM: _semiring,  # semiring
     Op.TRACE: _trace,
     Op.DIAGONAL: _diagonal,
     Op.TRANSPOSE: _transpose,
