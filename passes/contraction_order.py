@@ -624,7 +624,7 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
         elif failed is not None:
             raise failed
     if sliced:
-        attrs = (tuple(item_terms), tuple(out), sliced, path, None)
+        attrs = (tuple(item_terms), tuple(out), sliced, path, None, semiring)
         res, t = make_node(Op.SLICED, tuple(x for x, _ in items), attrs), tuple(out)
         n = math.prod(s for _, s in sliced)
         stats["sliced_networks"] = stats.get("sliced_networks", 0) + 1
@@ -673,6 +673,11 @@ def contraction_order(graph: Graph, ctx: PassContext) -> Graph:
     def fn(node: Node) -> Node:
         if node.op is Op.SEMIRING_EINSUM and len(node.inputs) >= least:
             if 0 in einsum_sizes(node).values():  # the kernel gives the semiring's zeros
+                return node
+            if not ctx.options.fold_constants:
+                # the gradient pre-pass: a semiring network is differentiated whole (its rule's
+                # environments are networks the order search trees afterwards), not through a
+                # tree whose pairwise rules would span each step's every label
                 return node
             hint = nesting.get(id(node))
             return build_tree(node, ctx.options, stats, hint[1] if hint else None)

@@ -41,7 +41,9 @@ class Options:
     # ---- what the orchestrator sets for the passes ----------------------------------------
     target: str | None = None  # the device the graph will run on (its fusion limits)
     fusion: Any = None  # a FusionLimits overriding the target's (passes/fuse_elementwise.py)
-    fold_constants: bool = True  # prereduce folds reductions of constants (not before grad)
+    # False in the gradient pre-pass only: prereduce keeps reductions of constants, and the
+    # order pass leaves semiring networks whole (their rules differentiate the whole network)
+    fold_constants: bool = True
     reverse_sweep: bool | str = False  # slices leave room for the reverse sweep / tangents
     # how many times its predicted run time the "auto" path search may spend (in trials):
     # 1 for evaluate, passes/contraction_order.py COMPILE_EFFORT for tl.compile

@@ -184,7 +184,7 @@ def slicing_overhead(attrs: tuple, shapes: tuple) -> float:
     """The multiply-adds of all slices of a SLICED network over those of its tree unsliced."""
     import cotengra as ctg
 
-    terms, out, sliced, path, wrt = attrs
+    terms, out, sliced, path, wrt = attrs[:5]
     sizes = label_sizes(shapes, terms)
     tree = ctg.ContractionTree.from_path(
         [tuple(t) for t in terms], tuple(out), sizes, ssa_path=[tuple(p) for p in path]
@@ -198,7 +198,7 @@ def slicing_overhead(attrs: tuple, shapes: tuple) -> float:
 def check_overhead(attrs: tuple, shapes, limit: int, caller: str) -> None:
     """MemoryLimitError when the slicing of a SLICED network costs more than
     ``MAX_SLICING_OVERHEAD`` times its multiply-adds unsliced."""
-    terms, out, sliced, path, wrt = attrs
+    terms, out, sliced, path, wrt = attrs[:5]
     overhead = slicing_overhead(attrs, tuple(tuple(s) for s in shapes[: len(terms)]))
     if overhead > MAX_SLICING_OVERHEAD:
         n = math.prod(size for _, size in sliced)

@@ -33,6 +33,7 @@ import numpy as np
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, rebuild
 from tenloom.graph.ops import Op
+from tenloom.graph.ops.semiring import semiring_add, semiring_zeros
 from tenloom.graph.ops.sliced import (
     forward_positions,
     inner_network,
@@ -40,6 +41,7 @@ from tenloom.graph.ops.sliced import (
     output_views,
     slice_feed,
     slice_index,
+    slice_itemsize,
     slice_peak_bytes,
     slice_values,
 )
@@ -112,7 +114,7 @@ class Hoisted:
 def _leaf_terms(attrs: tuple, n_leaves: int) -> list:
     """The labels of each per-slice leaf: the operands', then the cotangent's (the output's) for
     a reverse sweep or each tangent's (its operand's) in forward mode."""
-    terms, out, sliced, path, wrt = attrs
+    terms, out, sliced, path, wrt = attrs[:5]
     extra = []
     fwd = forward_positions(wrt) if wrt is not None else None
     if fwd is not None:
@@ -170,7 +172,7 @@ def _hoist(node: Node, backend: Any, xs, limit: int | None) -> tuple[Hoisted | N
     if h is None:
         return None, {}
     if limit is not None:
-        per = slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize)
+        per = slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], slice_itemsize(node))
         beside = sum(x.nbytes for x in node.inputs if x.op not in (Op.CONST, Op.PLACEHOLDER))
         if h.nbytes + per + node.nbytes + beside > limit:
             return None, {}
@@ -202,7 +204,12 @@ class _Worker:
         self.prog = program_for(graph, backend)
         self.leaves = leaves
         self.hoisted = hoisted or {}  # values computed once for every slice (by id)
-        self.acc = backend.zeros(node.shape, node.dtype)
+        self.semiring = node.attrs.semiring
+        if self.semiring is None:
+            self.acc = backend.zeros(node.shape, node.dtype)
+        else:  # a semiring network's parts combine with its addition, from its zero
+            zeros = semiring_zeros(np, node.shape, node.dtype, self.semiring)
+            self.acc = backend.from_host(zeros)
         self.views = output_views(self.attrs, self.acc, [x.shape for x in node.inputs])
         self.count = 0
         self.busy = 0.0
@@ -246,7 +253,9 @@ class _Worker:
         parts = run_program(self.prog, feed, self.backend, None, upload=False, pool=False)
         for (view, term), part in zip(self.views, parts):
             idx = slice_index(term, values)
-            if idx:
+            if self.semiring is not None:
+                view[idx or ...] = semiring_add(view[idx or ...], part, self.semiring)
+            elif idx:
                 view[idx] += part
             else:
                 view += part
@@ -319,7 +328,7 @@ def concurrency(node: Node, limit: int | None, wanted: int, hoisted: int = 0) ->
     wanted = max(1, min(wanted, n))
     if limit is None:
         return wanted
-    per = slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize)
+    per = slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], slice_itemsize(node))
     room = limit - node.nbytes - per - hoisted
     return max(1, min(wanted, 1 + room // max(per + node.nbytes, 1)))
 
@@ -346,10 +355,7 @@ def sliced_kernel(node: Node, backend: Any):
         ]
         _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
         _record(workers, [backend.kind] * w)
-        acc = workers[0].acc
-        for other in workers[1:]:
-            acc += other.acc
-        return acc
+        return _combine(node, [w.acc for w in workers])
 
     return run
 
@@ -364,9 +370,7 @@ def _run_devices(node: Node, ctx: SliceContext, backend: Any, xs, graph, leaves)
         workers.append(_Worker(node, be, arrays, graph, leaves))
     _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
     _record(workers, [w.backend.kind for w in workers])
-    total = np.asarray(workers[0].backend.to_host(workers[0].acc))
-    for w in workers[1:]:
-        total = total + w.backend.to_host(w.acc)
+    total = _combine(node, [np.array(w.backend.to_host(w.acc)) for w in workers])
     return backend.from_host(total)
 
 
@@ -402,8 +406,20 @@ def run_chunk(
     return np.asarray(backend.to_host(worker.acc))
 
 
-def _add(a, b):
-    return a + b
+def _combine(node: Node, parts: list):
+    """The workers' partial results added up (with the semiring's addition for a semiring
+    network)."""
+    acc = parts[0]
+    for other in parts[1:]:
+        if node.attrs.semiring is None:
+            acc += other
+        else:
+            acc = semiring_add(acc, other, node.attrs.semiring)
+    return acc
+
+
+def _add(a, b, semiring=None):
+    return a + b if semiring is None else semiring_add(a, b, semiring)
 
 
 def _run_dask(node: Node, ctx: SliceContext, host: list):
@@ -436,7 +452,10 @@ def _run_dask(node: Node, ctx: SliceContext, host: list):
         if bounds[c] < bounds[c + 1]
     ]
     while len(futures) > 1:  # tree reduction, pairs in order (deterministic for fixed chunks)
-        nxt = [client.submit(_add, a, b, pure=False) for a, b in zip(futures[::2], futures[1::2])]
+        nxt = [
+            client.submit(_add, a, b, node.attrs.semiring, pure=False)
+            for a, b in zip(futures[::2], futures[1::2])
+        ]
         if len(futures) % 2:
             nxt.append(futures[-1])
         futures = nxt

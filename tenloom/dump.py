@@ -120,7 +120,7 @@ def sliced_lines(node: Node, names: dict[int, str]) -> list[str]:
     pairwise contraction of a slice, on the operands' slices (the sliced indices dropped) and
     keeping only the indices that later steps or the output still need, as the runtime does.
     """
-    terms, out, sliced, path, wrt = node.attrs
+    terms, out, sliced, path, wrt = node.attrs[:5]
     text = _lettering(lab for t in (*terms, out) for lab in t)
     cut = {lab for lab, _ in sliced}
     count = math.prod(size for _, size in sliced)

@@ -109,8 +109,9 @@ class Report:
         lines = ["", "sliced networks (memory_limit):"]
         for s in self.slicing:
             inds = ", ".join(f"{lab}:{size}" for lab, size in s["indices"])
+            ring = f" ({s['semiring']} semiring)" if s.get("semiring") else ""
             lines.append(
-                f"  {s['operands']} operands, sliced over [{inds}]: {s['slices']} slices, "
+                f"  {s['operands']} operands{ring}, sliced over [{inds}]: {s['slices']} slices, "
                 f"flops overhead {s['overhead']:.3f}x, predicted peak per slice "
                 f"{_num(s['peak_per_slice'])} bytes"
             )
@@ -166,15 +167,16 @@ def explain(*tensors: Any, **opts: Any) -> Report:
     else:
         src = final
     for node in src.order:
-        if node.op is Op.EINSUM and len(node.inputs) >= 2:
+        if node.op in (Op.EINSUM, Op.SEMIRING_EINSUM) and len(node.inputs) >= 2:
             from tenloom.passes.cost import network_madds
 
-            terms, out = node.attrs
+            terms, out = node.attrs[:2]
             madds = network_madds(terms, out, einsum_sizes(node))
             factor = 2 * (4 if node.dtype.kind == "c" else 1)
+            ring = f" ({node.attrs.semiring})" if node.op is Op.SEMIRING_EINSUM else ""
             networks.append(
                 Network(
-                    einsum_text(terms, out),
+                    einsum_text(terms, out) + ring,
                     len(terms),
                     [x.shape for x in node.inputs],
                     madds * factor,
@@ -193,7 +195,9 @@ def explain(*tensors: Any, **opts: Any) -> Report:
 def _contractions(graph: Graph) -> tuple[int, int]:
     from tenloom.passes.cost import node_flops
 
-    nodes = [n for n in graph.order if n.op in (Op.CONTRACT, Op.EINSUM, Op.SLICED)]
+    nodes = [
+        n for n in graph.order if n.op in (Op.CONTRACT, Op.EINSUM, Op.SLICED, Op.SEMIRING_EINSUM)
+    ]
     return len(nodes), sum(node_flops(n) for n in nodes)
 
 
@@ -228,10 +232,10 @@ def slicing_summary(node, o: Options) -> dict:
     search chose (from its path cache), and the predicted peak bytes of one slice."""
     import cotengra as ctg
 
-    from tenloom.graph.ops.sliced import label_sizes, n_slices, slice_peak_bytes
+    from tenloom.graph.ops.sliced import label_sizes, n_slices, slice_itemsize, slice_peak_bytes
     from tenloom.passes.contraction_order import find_path, path_cost
 
-    terms, out, sliced, path, wrt = node.attrs
+    terms, out, sliced, path, wrt = node.attrs[:5]
     ops = node.inputs[: len(terms)]
     sizes = label_sizes([x.shape for x in ops], terms)
     complex_ = node.dtype.kind == "c"
@@ -246,6 +250,7 @@ def slicing_summary(node, o: Options) -> dict:
         "slices": n_slices(node.attrs),
         "overhead": total / max(unsliced, 1.0),
         "peak_per_slice": slice_peak_bytes(
-            node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize
+            node.attrs, [x.shape for x in node.inputs], slice_itemsize(node)
         ),
+        "semiring": node.attrs.semiring,
     }

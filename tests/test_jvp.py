@@ -119,6 +119,20 @@ EXTRA = {
         False,
     ),
     "einsum_hyper3": (lambda a, b: tl.einsum("ij,ij,ij->i", a, b, a), [S, S], "float64", False),
+    # SEMIRING_EINSUM (graph/ops/semiring.py; its own tests in tests/test_semiring.py): the
+    # log-sum-exp marginals, and max_plus's argmax indicator (random entries: no ties)
+    "semiring_lse": (
+        lambda a, b: tl.einsum("ij,kj,ij->ik", a, b, a, semiring="log_sum_exp"),
+        [S, S],
+        "float64",
+        False,
+    ),
+    "semiring_max_plus": (
+        lambda a, b: tl.einsum("ij,kj->i", a, b, semiring="max_plus"),
+        [S, S],
+        "float64",
+        False,
+    ),
     # LAYOUT (the permutation pass's copy into a chosen memory order): values unchanged
     "layout": (
         lambda a: tl.Tensor(make_node(Op.LAYOUT, ((a * 1.5).node,), ((1, 0),))) * a,
@@ -361,7 +375,7 @@ def _sliced(xs, sliced):
     path = ((0, 1), (3, 2))
     sl = tuple((lab, sizes[lab]) for lab in sliced)
     return tl.Tensor(
-        make_node(Op.SLICED, tuple(x.node for x in xs), (terms, (0, 4), sl, path, None))
+        make_node(Op.SLICED, tuple(x.node for x in xs), (terms, (0, 4), sl, path, None, None))
     )
 
 
@@ -375,11 +389,11 @@ def test_sliced_node_tangent_is_one_forward_mode_network(sliced):
     (t,) = jvp_nodes([y.node], [xs[0].node, xs[2].node], ts)
     (node,) = [n for n in toposort([t]) if n.op is Op.SLICED]
     # the same network, slicing and path, carrying the tangents of operands 0 and 2
-    assert node.attrs == y.node.attrs[:4] + ((-1, -3),)
+    assert node.attrs == y.node.attrs[:4] + ((-1, -3), None)
     assert node.inputs == (*(x.node for x in xs), *ts)
     # derivative sweeps are not differentiated again
     ct = tl.placeholder((3, 6))
-    attrs = y.node.attrs[:4] + ((0, 1, 2),)
+    attrs = y.node.attrs[:4] + ((0, 1, 2), None)
     rev = make_node(Op.SLICED, (*(x.node for x in xs), ct.node), attrs)
     with pytest.raises(tl.DTypeError, match="derivative sweep"):
         jvp_nodes([rev], [xs[0].node], [xs[0].node])

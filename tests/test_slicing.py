@@ -130,7 +130,7 @@ def _sliced_node(terms, out, sliced, arrays, wrt=None, ct=None):
     sizes = {lab: s for a, t in zip(arrays, terms) for lab, s in zip(t, a.shape)}
     path = tuple((0, 1) if i == 0 else (len(terms) + i - 1, i + 1) for i in range(len(terms) - 1))
     sl = tuple((lab, sizes[lab]) for lab in sliced)
-    return tl.Tensor(make_node(Op.SLICED, tuple(inputs), (terms, out, sl, path, wrt)))
+    return tl.Tensor(make_node(Op.SLICED, tuple(inputs), (terms, out, sl, path, wrt, None)))
 
 
 @pytest.mark.parametrize("sliced", [(1,), (0,), (0, 3), (1, 2, 4)])
@@ -156,14 +156,14 @@ def test_sliced_node_places_output_indices_and_sums_the_others(sliced):
 def test_sliced_node_checks_its_attributes():
     a = tl.asarray(np.ones((3, 4))).node
     b = tl.asarray(np.ones((4, 3))).node
-    good = (((0, 1), (1, 2)), (0, 2), ((1, 4),), ((0, 1),), None)
+    good = (((0, 1), (1, 2)), (0, 2), ((1, 4),), ((0, 1),), None, None)
     assert make_node(Op.SLICED, (a, b), good).shape == (3, 3)
     with pytest.raises(tl.ShapeError, match="sliced label 5"):
-        make_node(Op.SLICED, (a, b), (((0, 1), (1, 2)), (0, 2), ((5, 2),), ((0, 1),), None))
+        make_node(Op.SLICED, (a, b), (((0, 1), (1, 2)), (0, 2), ((5, 2),), ((0, 1),), None, None))
     with pytest.raises(tl.ShapeError, match="label 1 has size 4 and 3"):
-        make_node(Op.SLICED, (a, a), (((0, 1), (1, 0)), (), ((0, 3),), ((0, 1),), None))
+        make_node(Op.SLICED, (a, a), (((0, 1), (1, 0)), (), ((0, 3),), ((0, 1),), None, None))
     with pytest.raises(tl.ShapeError, match="not a pairwise path"):
-        make_node(Op.SLICED, (a, b), (((0, 1), (1, 2)), (0, 2), ((0, 3),), ((0, 5),), None))
+        make_node(Op.SLICED, (a, b), (((0, 1), (1, 2)), (0, 2), ((0, 3),), ((0, 5),), None, None))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])

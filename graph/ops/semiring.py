@@ -265,6 +265,30 @@ def semiring_ref(xs, terms, out, semiring):
     return as_array(xp.asarray(v, dtype=dt))
 
 
+def semiring_zeros(xp, shape: tuple, dtype, semiring: str):
+    """An array of the semiring's zero (count: pairs (-inf, 0); ``shape`` includes their axis)."""
+    if semiring == "count":
+        acc = xp.zeros(shape, dtype)
+        acc[..., 0] = -np.inf
+        return acc
+    return xp.full(shape, zero_of(semiring, dtype), dtype)
+
+
+def semiring_add(a, b, semiring: str):
+    """Elementwise semiring addition of two partial results (slices' parts combine with it)."""
+    xp = _xp(a)
+    if semiring == "min_plus":
+        return xp.minimum(a, b)
+    if semiring in ("max_plus", "max_times"):
+        return xp.maximum(a, b)
+    if semiring == "log_sum_exp":
+        return xp.logaddexp(a, b)
+    va, vb = a[..., 0], b[..., 0]
+    v = xp.maximum(va, vb)
+    c = xp.where(va == v, a[..., 1], 0) + xp.where(vb == v, b[..., 1], 0)
+    return xp.stack([v, c.astype(v.dtype)], axis=-1)
+
+
 def _ref(xs, attrs):
     return semiring_ref(xs, attrs.terms, attrs.out, attrs.semiring)
 
@@ -431,20 +455,29 @@ def _lse_cotangent(x, t, others, other_labels, out, y, g):
     return parts[0] if len(parts) == 1 else T.subtract(parts[0], parts[1])
 
 
-def _tropical_cotangent(x, t, others, other_labels, out, y, g, semiring, xs):
+def _weights(x, t, others, other_labels, out, y, semiring, xs):
+    """How the output moves with operand ``x`` (labels ``t``), over the union of ``t`` and the
+    output's labels: d y[out] / d x[t] = W[t + out]. For the tropical semirings the indicator
+    of the optimum's entries (times the product of the others for max_times); for log_sum_exp
+    the configurations' weights exp(x + env - y) (each <= 1)."""
     union = list(t) + [lab for lab in out if lab not in t]
     env_labels = [lab for lab in union if lab in other_labels]
     xk = _broadcast(x, t, union)
+    yb = _broadcast(y, out, union)
+    env_b = None
     if others:
         env = T.semiring_einsum(
             [x_ for x_, _ in others], [tj for _, tj in others], env_labels, semiring
         )
         env_b = _broadcast(env, env_labels, union)
-        total = T.multiply(xk, env_b) if semiring == "max_times" else T.add(xk, env_b)
-    else:
-        env_b = None
+    if semiring == "log_sum_exp":
+        total = xk if env_b is None else T.add(xk, env_b)
+        live = T.greater(yb, -np.inf)  # y = -inf: no configuration counts (no inf - inf)
+        return T.where(live, T.exp(T.subtract(total, T.where(live, yb, 0))), 0), union
+    if env_b is None:
         total = xk
-    yb = _broadcast(y, out, union)
+    else:
+        total = T.multiply(xk, env_b) if semiring == "max_times" else T.add(xk, env_b)
     # the optimum's entries: their best total equals the output up to the rounding of the sums
     # (each sums len(xs) terms, in an order that differs from the forward tree's)
     eps = np.finfo(x.dtype).eps * 4 * (len(xs) + 1)
@@ -457,8 +490,33 @@ def _tropical_cotangent(x, t, others, other_labels, out, y, g, semiring, xs):
     mask = T.astype(hit, x.dtype)
     if semiring == "max_times" and env_b is not None:
         mask = T.multiply(mask, env_b)  # d(x * env)/dx at the optimum
+    return mask, union
+
+
+def _tropical_cotangent(x, t, others, other_labels, out, y, g, semiring, xs):
+    w, union = _weights(x, t, others, other_labels, out, y, semiring, xs)
     # the cotangent of each output entry flows to the entries of x on its optimum
-    return T.einsum([g, mask], [list(out), union], list(t))
+    return T.einsum([g, w], [list(out), union], list(t))
+
+
+def _jvp(node, y, xs, ts):
+    terms, out, semiring = node.attrs
+    if semiring == "count":
+        raise DTypeError(
+            "jvp: einsum(semiring='count') has no derivative (its results count "
+            "configurations); differentiate the max_plus network instead"
+        )
+    parts = []
+    for k, (x, t, tan) in enumerate(zip(xs, terms, ts)):
+        if tan is None:
+            continue
+        others = [(xs[j], terms[j]) for j in range(len(xs)) if j != k]
+        other_labels = {lab for _, tj in others for lab in tj}
+        w, union = _weights(x, t, others, other_labels, out, y, semiring, xs)
+        parts.append(T.einsum([w, tan], [union, list(t)], list(out)))
+    if not parts:
+        return None
+    return sum(parts[1:], parts[0])
 
 
 register_op(
@@ -468,6 +526,7 @@ register_op(
     _ref,
     attrs=SemiringAttrs,
     vjp=_vjp,
+    jvp=_jvp,
     cost=_cost,
     check_attrs=_check,
     fmt=_fmt,

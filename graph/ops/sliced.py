@@ -1,7 +1,7 @@
 """SLICED: a contraction network run one slice at a time (emitted by contraction_order when a
 ``memory_limit`` calls for it).
 
-attrs: :class:`SlicedAttrs` (terms, out, sliced, path, wrt)
+attrs: :class:`SlicedAttrs` (terms, out, sliced, path, wrt, semiring)
 
 - ``terms``: one tuple of int labels per operand; ``out``: the output labels.
 - ``sliced``: ``((label, size), ...)``, the indices fixed in each slice. The network runs once
@@ -18,6 +18,11 @@ attrs: :class:`SlicedAttrs` (terms, out, sliced, path, wrt)
   output's tangent. Each slice runs the forward tree with the tangents alongside (two pairwise
   contractions more per tree node), so one sliced network gives the whole directional
   derivative, not one network per operand.
+- ``semiring``: ``None`` for an ordinary network; else the semiring of a SEMIRING_EINSUM network
+  (graph/ops/semiring.py): each slice runs pairwise SEMIRING_EINSUM nodes and the slices'
+  parts combine with the semiring's addition (``semiring_add``) into a result that starts as
+  the semiring's zero. Value only (``wrt`` None): semiring networks are differentiated before
+  they are ordered and sliced.
 
 Everything here is pure graph-level: the per-slice network (``inner_network``) is a small graph
 of pairwise EINSUM nodes on placeholders; the NumPy reference interprets it slice by slice, and
@@ -56,6 +61,7 @@ class SlicedAttrs(NamedTuple):
     sliced: tuple[tuple[int, int], ...]  # (label, size) of each sliced index
     path: tuple[tuple[int, int], ...]  # the SSA path each slice runs
     wrt: tuple[int, ...] | None  # None: the value; else a derivative sweep (see above)
+    semiring: str | None  # None: ordinary arithmetic; else graph/ops/semiring.py's
 
 
 def forward_positions(wrt) -> tuple[int, ...] | None:
@@ -107,13 +113,13 @@ def pairwise_network(nodes, terms, out, path, semiring: str | None = None):
 
 
 def n_slices(attrs: tuple) -> int:
-    terms, out, sliced, path, wrt = attrs
+    terms, out, sliced, path, wrt = attrs[:5]
     return math.prod(size for _, size in sliced)
 
 
 def slice_values(attrs: tuple, k: int) -> dict:
     """label -> value of the sliced indices in slice ``k`` (mixed radix, last index fastest)."""
-    terms, out, sliced, path, wrt = attrs
+    terms, out, sliced, path, wrt = attrs[:5]
     vals = {}
     for lab, size in reversed(sliced):
         k, vals[lab] = divmod(k, size)
@@ -146,16 +152,22 @@ class InnerNetwork:
 def inner_network(attrs: tuple, shapes: tuple, dtypes: tuple) -> InnerNetwork:
     from tenloom.graph.ops.leaf import placeholder, zeros
 
-    terms, out, sliced, path, wrt = attrs
+    terms, out, sliced, path, wrt = attrs[:5]
     cut = {lab for lab, _ in sliced}
     sizes = label_sizes(shapes, terms)
     inner_terms = [tuple(lab for lab in t if lab not in cut) for t in terms]
     inner_out = tuple(lab for lab in out if lab not in cut)
+    # (a count network's operand may carry a trailing (value, count) axis past its labels)
     leaves = [
-        placeholder(tuple(sizes[lab] for lab in t), dt, name=f"slice_operand{k}")
+        placeholder(
+            tuple(sizes[lab] for lab in t) + tuple(shapes[k][len(terms[k]) :]),
+            dt,
+            name=f"slice_operand{k}",
+        )
         for k, (t, dt) in enumerate(zip(inner_terms, dtypes))
     ]
-    res = pairwise_network(leaves, inner_terms, inner_out, path)
+    semiring = attrs[5] if len(attrs) > 5 else None
+    res = pairwise_network(leaves, inner_terms, inner_out, path, semiring)
     if wrt is None:
         return InnerNetwork(Graph((res,)), tuple(leaves))
     fwd = forward_positions(wrt)
@@ -182,13 +194,18 @@ def inner_for(node: Node) -> InnerNetwork:
     )
 
 
+def slice_itemsize(node: Node) -> int:
+    """Bytes per entry of a SLICED node's partial results: a count network's are pairs."""
+    return node.dtype.itemsize * (2 if node.attrs.semiring == "count" else 1)
+
+
 def slice_peak_bytes(attrs: tuple, shapes, itemsize: int, reverse: bool | str | None = None) -> int:
     """Predicted peak bytes of one slice: its live intermediates, plus room at each step for
     contiguous copies of both operands and of the result (a GEMM on views or in another index
     order copies). For a reverse sweep (``reverse``, default: the node is one) every forward
     intermediate stays alive, with cotangents and their copies on top; in forward mode each
     intermediate's tangent lives beside it."""
-    terms, out, sliced, path, wrt = attrs
+    terms, out, sliced, path, wrt = attrs[:5]
     if reverse is None:
         forward = forward_positions(wrt) is not None
         reverse = wrt is not None and not forward
@@ -220,15 +237,17 @@ def slice_peak_bytes(attrs: tuple, shapes, itemsize: int, reverse: bool | str | 
 
 
 def _infer(inputs, attrs):
-    terms, out, sliced, path, wrt = attrs
+    terms, out, sliced, path, wrt = attrs[:5]
     n = len(terms)
     fwd = forward_positions(wrt)
     expected = n + (0 if wrt is None else len(fwd) if fwd is not None else 1)
     if len(inputs) != expected:
         raise ShapeError(f"sliced: {len(inputs)} operands for a network of {expected}")
     sizes: dict = {}
+    semiring = attrs[5] if len(attrs) > 5 else None
     for k, (x, t) in enumerate(zip(inputs, terms)):
-        if len(t) != len(x.shape):
+        pair = semiring == "count" and len(x.shape) == len(t) + 1 and x.shape[-1] == 2
+        if len(t) != len(x.shape) - pair:
             raise ShapeError(
                 f"sliced: operand {k} has shape {fmt_shape(x.shape)} but {len(t)} labels"
             )
@@ -248,8 +267,10 @@ def _infer(inputs, attrs):
     ):
         raise ShapeError(f"sliced: path {path} is not a pairwise path over {n} operands")
     dtype = np.result_type(*[x.dtype for x in inputs])
+    if semiring is not None and wrt is not None:
+        raise ShapeError(f"sliced: a {semiring} network has no derivative sweep")
     if wrt is None:
-        return tuple(sizes[lab] for lab in out), dtype
+        return tuple(sizes[lab] for lab in out) + ((2,) if semiring == "count" else ()), dtype
     if fwd is not None:
         if any(not 0 <= k < n for k in fwd) or len(set(fwd)) != len(fwd):
             raise ShapeError(f"sliced: tangents of operands {fwd} outside 0..{n - 1} or repeated")
@@ -283,7 +304,7 @@ def interpret(graph: Graph, feed: dict) -> list:
 def output_views(attrs: tuple, acc, shapes) -> list:
     """Where each inner output accumulates, as views of the result buffer ``acc`` (with the
     term that labels it)."""
-    terms, out, sliced, path, wrt = attrs
+    terms, out, sliced, path, wrt = attrs[:5]
     if wrt is None or forward_positions(wrt) is not None:
         return [(acc, out)]
     views, off = [], 0
@@ -297,7 +318,7 @@ def output_views(attrs: tuple, acc, shapes) -> list:
 def slice_feed(attrs: tuple, arrays, values: dict) -> list:
     """The operands of one slice (views), and the cotangent's slice for a reverse sweep or the
     tangents' slices in forward mode."""
-    terms, out, sliced, path, wrt = attrs
+    terms, out, sliced, path, wrt = attrs[:5]
     feed = [a[slice_index(t, values)] for a, t in zip(arrays, terms)]
     fwd = None if wrt is None else forward_positions(wrt)
     if fwd is not None:  # each tangent sliced as its operand
@@ -312,14 +333,24 @@ def _ref(xs, attrs):
     shapes = tuple(np.shape(x) for x in xs)
     inner = inner_network(attrs, shapes, tuple(np.asarray(x).dtype.str for x in xs))
     shape, dtype = _infer([np.asarray(x) for x in xs], attrs)
-    acc = np.zeros(shape, dtype)
+    semiring = attrs[5] if len(attrs) > 5 else None
+    if semiring is None:
+        acc = np.zeros(shape, dtype)
+    else:
+        from tenloom.graph.ops.semiring import semiring_add, semiring_zeros
+
+        acc = semiring_zeros(np, shape, dtype, semiring)
     views = output_views(attrs, acc, shapes)
     for k in range(n_slices(attrs)):
         values = slice_values(attrs, k)
         feed = slice_feed(attrs, xs, values)
         parts = interpret(inner.graph, {id(p): a for p, a in zip(inner.leaves, feed)})
         for (view, term), part in zip(views, parts):
-            view[slice_index(term, values)] += part
+            idx = slice_index(term, values)
+            if semiring is None:
+                view[idx] += part
+            else:
+                view[idx] = semiring_add(view[idx], part, semiring)
     return acc
 
 
@@ -336,7 +367,11 @@ def _check(ins, at, op):
     """SLICED attrs (terms, out, sliced, path, wrt): its rule checks the sizes and the path's
     range; here the types, and that the path is a proper tree (each operand and intermediate
     read exactly once, never paired with itself)."""
-    terms, out, sliced, path, wrt = check_arity(at, SlicedAttrs, op)
+    from tenloom.graph.ops.semiring import SEMIRINGS
+
+    terms, out, sliced, path, wrt, semiring = check_arity(at, SlicedAttrs, op)
+    if semiring is not None and semiring not in SEMIRINGS:
+        raise BadFormat(f"sliced: unknown semiring {semiring!r}")
     if type(terms) is not tuple or type(sliced) is not tuple or type(path) is not tuple:
         raise BadFormat("sliced: terms, sliced indices and path must be tuples")
     for t in terms:
@@ -367,7 +402,8 @@ def sweep_text(wrt) -> str:
 
 
 def _fmt(at: SlicedAttrs) -> str:
-    return f"[{n_slices(at)} slices{sweep_text(at.wrt)}]"
+    ring = f", {at.semiring}" if at.semiring is not None else ""
+    return f"[{n_slices(at)} slices{sweep_text(at.wrt)}{ring}]"
 
 
 # ---- differentiation -------------------------------------------------------------------------
@@ -376,14 +412,18 @@ def _fmt(at: SlicedAttrs) -> str:
 def _vjp(node, y, xs, g):
     """The reverse sweep, sliced the same way: one SLICED node with ``wrt`` = the floating
     operands, whose flat value is split back into one cotangent per operand."""
-    terms, out, sliced, path, wrt = node.attrs
+    terms, out, sliced, path, wrt = node.attrs[:5]
     if wrt is not None:
         raise DTypeError("vjp: a sliced network's derivative sweep cannot be differentiated again")
+    if node.attrs.semiring is not None:
+        raise DTypeError(
+            f"vjp: a sliced {node.attrs.semiring} network is differentiated before it is sliced"
+        )
     pos = tuple(k for k, x in enumerate(xs) if differentiable(x.dtype))
     if not pos:
         return tuple(None for _ in xs)
     flat = Value(
-        make_node(Op.SLICED, (*(x.node for x in xs), g.node), (terms, out, sliced, path, pos))
+        make_node(Op.SLICED, (*(x.node for x in xs), g.node), (terms, out, sliced, path, pos, None))
     )
     cts: list = [None] * len(xs)
     off = 0
@@ -397,14 +437,16 @@ def _vjp(node, y, xs, g):
 def _jvp(node, y, xs, ts):
     """Forward mode, sliced the same way: one SLICED node carrying the tangents through each
     slice's tree (not one network per operand with a tangent)."""
-    terms, out, sliced, path, wrt = node.attrs
+    terms, out, sliced, path, wrt = node.attrs[:5]
     if wrt is not None:
         raise DTypeError("jvp: a sliced network's derivative sweep cannot be differentiated")
+    if node.attrs.semiring is not None:
+        raise DTypeError(f"jvp: a sliced {node.attrs.semiring} network has no forward mode")
     pos = tuple(k for k, t in enumerate(ts) if t is not None)
     if not pos:
         return None
     ins = tuple(x.node for x in xs) + tuple(ts[k].node for k in pos)
-    attrs = (terms, out, sliced, path, tuple(-1 - k for k in pos))
+    attrs = (terms, out, sliced, path, tuple(-1 - k for k in pos), None)
     return Value(make_node(Op.SLICED, ins, attrs))
 
 

@@ -200,7 +200,7 @@ def _sliced(be: Backend, node: Node):
     from tenloom.graph.ops.sliced import n_slices, slice_values
     from tenloom.runtime.sliced import LAST_RUN, optimized_inner
 
-    terms, out, sliced, _path, wrt = node.attrs
+    terms, out, sliced, _path, wrt = node.attrs[:5]
     fixed = {lab for lab, _ in sliced}
     shapes = tuple(x.shape for x in node.inputs)
     graph, leaves = optimized_inner(node.attrs, shapes, tuple(x.dtype.str for x in node.inputs))
