@@ -7,6 +7,8 @@ the tropical-gemm path against the blocked NumPy one."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from helpers import require_cuda
@@ -530,3 +532,86 @@ def test_opencl_log_sum_exp_does_not_underflow(monkeypatch):
     b = np.array([[-1000.0, 0.0], [0.0, 1.0]])
     want = brute(((0, 1), (1, 2)), (0, 2), "log_sum_exp", a, b)
     check(_on_opencl("ij,jk->ik", (a, b), "log_sum_exp", monkeypatch), want)
+
+
+def _cuda_as_opencl(source: str) -> str:
+    """A CUDA RawKernel source of cuda_semiring.py as OpenCL C (the few constructs it uses)."""
+    s = source.replace('extern "C" __global__ void', "__kernel void")
+    s = s.replace("__device__ __forceinline__", "inline").replace("__restrict__", "")
+    s = s.replace("long long", "long").replace("__shared__", "__local")
+    s = re.sub(r"\b(\d+)LL\b", r"\1L", s)
+    s = s.replace("__syncthreads()", "barrier(CLK_LOCAL_MEM_FENCE)")
+    for axis, i in (("x", 0), ("y", 1), ("z", 2)):
+        s = s.replace(f"threadIdx.{axis}", f"(int)get_local_id({i})")
+        s = s.replace(f"blockIdx.{axis}", f"(long)get_group_id({i})")
+        s = s.replace(f"gridDim.{axis}", f"(long)get_num_groups({i})")
+    s = re.sub(r"(const )?(T|double)\* ", lambda m: f"__global {m.group(1) or ''}{m.group(2)}* ", s)
+    return "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + s
+
+
+@pytest.mark.opencl
+@needs_opencl
+def test_cuda_kernel_sources_translated_to_opencl():
+    """The RawKernels' logic (tiles, bounds, grid-stride loops over batches and row tiles,
+    NaN, wrapping integers, counting) checked without a GPU: their sources, translated to
+    OpenCL C, run on the OpenCL device with CUDA's grid; the GPU itself runs them in
+    test_cuda_kernels_match_brute_force."""
+    import pyopencl as cl
+    from tenloom.runtime.backends import cuda_semiring as C
+    from tenloom.runtime.backends import get_backend
+
+    be = get_backend("opencl", int(OPENCL.split(":")[1]))
+    if not be.fp64:
+        pytest.skip("the device has no float64")
+    ctx, q = be.context, be.queue
+    rng = np.random.default_rng(9)
+
+    def buf(x):
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+        return cl.Buffer(ctx, flags, hostbuf=np.ascontiguousarray(x))
+
+    def launch(source, name, grid, args):
+        knl = getattr(cl.Program(ctx, _cuda_as_opencl(source)).build(), name)
+        t = C.THREADS
+        knl(q, (grid[0] * t, grid[1] * t, grid[2]), (t, t, 1), *args)
+
+    shapes = [(1, 70, 33, 65, False), (3, 5, 17, 130, False), (2, 130, 40, 64, True)]
+    sizes = lambda nb, m, k, n: tuple(np.int64(v) for v in (nb, m, n, k))  # noqa: E731
+    for semiring, dtype in _pairs():
+        if semiring not in S.TROPICAL:
+            continue
+        source = C._tropical_source(semiring, dtype)
+        for nb, m, k, n, one_block in shapes:
+            a = operand((nb, m, k), semiring, dtype, rng)
+            b = operand((nb, k, n), semiring, dtype, rng)
+            if dtype.startswith("float"):
+                a[0, 0, 1], a[-1, -1, :], b[0, 1, -1], b[-1, 0, 0] = np.nan, -np.inf, np.inf, 0
+            else:
+                a[0, 0, 0] = np.iinfo(dtype).max  # sums and products wrap around
+            c = np.empty((nb, m, n), dtype)
+            out = buf(c)
+            grid = C._grid(nb, m, n)
+            grid = (grid[0], 1, 1) if one_block else grid  # the grid-stride loops
+            launch(source, "semiring_gemm", grid, (buf(a), buf(b), out, *sizes(nb, m, k, n)))
+            cl.enqueue_copy(q, c, out)
+            want = brute(((0, 1, 2), (0, 2, 3)), (0, 1, 3), semiring, a, b)
+            check(c, want)
+    for nb, m, k, n, one_block in shapes:
+        for pa, pb in ((False, False), (True, False), (False, True), (True, True)):
+            av = np.round(rng.standard_normal((nb, m, k)))
+            bv = np.round(rng.standard_normal((nb, k, n)))
+            av[0, 0, :3], av[0, 1, 2] = -np.inf, np.nan
+            ac = rng.integers(1, 3, av.shape).astype(float) if pa else av
+            bc = rng.integers(1, 3, bv.shape).astype(float) if pb else bv
+            cv, cc = np.empty((nb, m, n)), np.empty((nb, m, n))
+            bufs = (buf(av), buf(ac), buf(bv), buf(bc), buf(cv), buf(cc))
+            grid = C._grid(nb, m, n)
+            grid = (grid[0], 1, 1) if one_block else grid
+            args = (*bufs, np.int32(pa), np.int32(pb), *sizes(nb, m, k, n))
+            launch(C._count_source(), "count_gemm", grid, args)
+            cl.enqueue_copy(q, cv, bufs[4])
+            cl.enqueue_copy(q, cc, bufs[5])
+            x = np.stack([av, ac], -1) if pa else av
+            y = np.stack([bv, bc], -1) if pb else bv
+            want = brute(((0, 1, 2), (0, 2, 3)), (0, 1, 3), "count", x, y)
+            np.testing.assert_array_equal(np.stack([cv, cc], -1), want)
