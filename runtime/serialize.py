@@ -421,10 +421,12 @@ def _build(
                     check_fused(ins, e.attrs, fused_check)
                     attrs = e.attrs
                 else:
+                    attrs = e.attrs
+                    if e.op is Op.SLICED and isinstance(attrs, tuple) and len(attrs) == 5:
+                        attrs = (*attrs, None)  # saved before SLICED had a semiring: ordinary
                     check = CHECKS.get(e.op)
                     if check is not None:
-                        check(ins, e.attrs, e.op)
-                    attrs = e.attrs
+                        check(ins, attrs, e.op)
                     if e.op is Op.PLACEHOLDER:
                         attrs = _placeholder_attrs(attrs, renamed)
             except BadFormat:
