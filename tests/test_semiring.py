@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import device_params
 from tenloom.graph.ops import Op
 from tenloom.graph.ops.semiring import semiring_dtype, semiring_ref
 
@@ -393,3 +394,22 @@ def test_plans_saved_before_sliced_nodes_had_a_semiring_still_load(tmp_path):
     loaded = tl.load(tmp_path / "old.json")
     x = rng.standard_normal((5, 5))
     np.testing.assert_array_equal(plan(x)[0], loaded(x)[0])
+
+
+@pytest.mark.parametrize("device", device_params())
+@pytest.mark.parametrize("semiring", RINGS)
+def test_every_device_matches_brute_force_and_slices_where_it_can(device, semiring):
+    rng = np.random.default_rng(12)
+    terms, out = NETWORK
+    arrays = ring_inputs(rng, semiring, [tuple(SIZES[lab] for lab in t) for t in terms])
+    t = tl.einsum(*network_args(arrays, terms, out), semiring=semiring)
+    want = brute(arrays, terms, out, semiring)
+    np.testing.assert_allclose(t.evaluate(device=device), want, rtol=1e-12)
+    limit = 1000 if semiring == "count" else 500
+    assert "sliced over" in str(tl.explain(t, memory_limit=limit))
+    if device.startswith("opencl"):
+        with pytest.raises(tl.DeviceError, match="sliced .* network .* cpu and cuda"):
+            t.evaluate(device=device, memory_limit=limit)
+    else:
+        got = t.evaluate(device=device, memory_limit=limit)
+        np.testing.assert_allclose(got, want, rtol=1e-12)

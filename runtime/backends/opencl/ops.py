@@ -201,6 +201,11 @@ def _sliced(be: Backend, node: Node):
     from tenloom.runtime.sliced import LAST_RUN, optimized_inner
 
     terms, out, sliced, _path, wrt = node.attrs[:5]
+    if node.attrs.semiring is not None:  # its parts would need the semiring's accumulation
+        raise DeviceError(
+            f"{be.kind}: a sliced {node.attrs.semiring} network (memory_limit=) runs on the cpu "
+            "and cuda devices only; evaluate it there, or without memory_limit on OpenCL"
+        )
     fixed = {lab for lab, _ in sliced}
     shapes = tuple(x.shape for x in node.inputs)
     graph, leaves = optimized_inner(node.attrs, shapes, tuple(x.dtype.str for x in node.inputs))
