@@ -31,8 +31,9 @@ from tenloom.graph.einsum import einsum_node, in_network_dtype
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
+from tenloom.graph.ops.contract import pairwise_madds
 from tenloom.graph.ops.semiring import semiring_node
-from tenloom.graph.ops.sliced import pairwise_network, slice_peak_bytes
+from tenloom.graph.ops.sliced import pairwise_network, path_steps, slice_peak_bytes
 from tenloom.passes.caches import LRUCache, cache_folder, counter, disk_key
 from tenloom.passes.cost import einsum_sizes, layout_cost
 from tenloom.passes.options import Options
@@ -430,6 +431,8 @@ def _auto_path(terms, out, sizes, effort: float = 1.0, complex_: bool = False, p
     trees = auto_trees(terms, out, sizes, effort, complex_, progress)
     paths = [tuple(tuple(int(i) for i in p) for p in t.get_ssa_path()) for t in trees]
     paths = list(dict.fromkeys(paths))
+    if len(paths) == 1:  # greedy's tree alone (a chain, a circuit's gates): nothing to compare
+        return paths[0], ()
     costs = [layout_cost(terms, out, sizes, p, complex_) for p in paths]
     best = min(range(len(paths)), key=costs.__getitem__)
     return paths[best], tuple(p for k, p in enumerate(paths) if k != best)
@@ -508,12 +511,11 @@ def nested_path(terms, out, sizes, nest) -> list[tuple[int, int]]:
 
 
 def path_cost(terms, out, sizes, ssa_path) -> float:
-    import cotengra as ctg
-
-    tree = ctg.ContractionTree.from_path(
-        [tuple(t) for t in terms], tuple(out), dict(sizes), ssa_path=[tuple(p) for p in ssa_path]
-    )
-    return float(tree.contraction_cost())
+    """Multiply-adds of the pairwise contractions along ``ssa_path``, each the product of its
+    labels' sizes, as cotengra's ``contraction_cost`` counts them (without building a cotengra
+    tree: on a first call of many small networks that was a tenth of the passes' time)."""
+    steps = path_steps(terms, out, ssa_path)
+    return float(sum(pairwise_madds(ta, tb, keep, sizes) for _, _, ta, tb, keep in steps))
 
 
 def _items_nest(nest, keep: dict[int, int]):

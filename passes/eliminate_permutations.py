@@ -64,16 +64,39 @@ def plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int)
     # lone labels (in one operand only, not in the output) are summed first; ignore them here
     mem_a = tuple(lab for lab in mem_a if lab in sb or lab in so)
     mem_b = tuple(lab for lab in mem_b if lab in sa or lab in so)
+    views_a, views_b = _views_of(mem_a, sizes), _views_of(mem_b, sizes)
     best = None
+    tried = set()
     for bmem, cmem in product((mem_a, mem_b), repeat=2):
         batch, con = _ordered(batch_set, bmem), _ordered(con_set, cmem)
-        ok_a = groups_are_views(mem_a, [batch, left, con], sizes, batch)
-        ok_b = groups_are_views(mem_b, [batch, con, right], sizes, batch)
+        if (batch, con) in tried:  # the same candidate (no batch, or both orders agree)
+            continue
+        tried.add((batch, con))
+        ok_a = views_a((batch, left, con), batch)
+        ok_b = views_b((batch, con, right), batch)
         cost = (0 if ok_a else size_a) + (0 if ok_b else size_b)
         copies = (not ok_a) + (not ok_b)
         if best is None or cost < best[2]:
             best = ((batch, left, con, right), copies, cost)
     return best
+
+
+def _views_of(mem: tuple, sizes: dict):
+    """``groups_are_views`` for one operand's memory order, its positions worked out once
+    (plan_contraction asks up to four times per contraction, on every tree the order pass
+    costs)."""
+    mem = tuple(lab for lab in mem if sizes[lab] != 1)
+    pos = {lab: i for i, lab in enumerate(mem)}
+    last = mem[-1] if mem else None
+
+    def views(groups, batch) -> bool:
+        for g in groups:
+            p = [pos[lab] for lab in g if sizes[lab] != 1]
+            if len(p) > 1 and p != list(range(p[0], p[0] + len(p))):
+                return False
+        return not (last is not None and last in batch and sizes[last] != 1)
+
+    return views
 
 
 def _fold_transpose(x: Node, labels: tuple) -> tuple[Node, tuple]:

@@ -76,15 +76,21 @@ def path_steps(terms, out, path) -> list[tuple]:
     i, labels of j, labels kept). A step keeps only the labels still needed later or in
     ``out``; the last step keeps ``out``'s order when it holds exactly those labels."""
     live = [tuple(t) for t in terms]
+    # how many live terms (and the output) still hold each label, updated in place
     needed = Counter(lab for t in live for lab in t) + Counter(out)
+    outs = set(out)
     steps = []
     for step, (i, j) in enumerate(path):
         ta, tb = live[i], live[j]
-        needed -= Counter(ta) + Counter(tb)
-        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] or lab in out))
-        if step == len(path) - 1 and set(keep) == set(out):
+        for lab in ta:
+            needed[lab] -= 1
+        for lab in tb:
+            needed[lab] -= 1
+        keep = tuple(dict.fromkeys(lab for lab in (*ta, *tb) if needed[lab] > 0 or lab in outs))
+        if step == len(path) - 1 and set(keep) == outs:
             keep = tuple(out)
-        needed += Counter(keep)
+        for lab in keep:
+            needed[lab] += 1
         live.append(keep)
         steps.append((i, j, ta, tb, keep))
     return steps
