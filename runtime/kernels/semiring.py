@@ -18,8 +18,11 @@ count         (max, counts)   (+, counts *)    (-inf, 0)
 
 NaN propagates as through ``numpy.maximum``: a NaN term (NaN operand, inf - inf, 0 * inf) gives
 a NaN result. Counting operands are *raw* (``ndim == len(labels)``: plain weights, each entry
-counted once) or *pairs* (one trailing axis of size 2: value, count); results are pairs, float64;
-counts of configurations tie by exact float equality, and a NaN value has count 0.
+counted once, an entry of -inf not at all) or *pairs* (one trailing axis of size 2: value,
+count); results are pairs, float64; counts of configurations tie by exact float equality, and a
+NaN value has count 0. max_times is a semiring over entries >= 0 only: with negative ones each
+GEMM gives the max of its products, but reducing lone labels first (or any other contraction
+order) is not the same as the brute-force max (max(x) * c is not max(x * c) for c < 0).
 
 Layout (``pair_kernel``), worked out once per operand shapes as ``graph/ops/contract.py``
 ``contract_layout`` does for CONTRACT: labels of one operand only and not in the output are
@@ -31,9 +34,11 @@ GEMM: on the CPU, max_plus/min_plus/max_times in float32/float64/int32/int64 go 
 ``tropical-gemm`` package (SIMD, threaded) where its answer is the right one: it skips NaN
 terms, starts integer maxima at a sentinel (-10**9 for int32, -2**60 for int64) and max-times at
 0, so inputs that could meet those (NaN, inf - inf, 0 * inf, negative factors, sums past the
-sentinel or overflowing) take the blocked NumPy kernel instead, as do the other dtypes and small
-products (the call costs more than it saves). On CuPy arrays the tropical and counting GEMMs are
-the RawKernels of runtime/backends/cuda_semiring.py. log_sum_exp is a max-shifted
+sentinel or overflowing) take the blocked NumPy kernel instead, as do the other dtypes and
+tiny products and stacks of small integer matrices (a call per matrix costs more than it
+saves). The checks read the operands' minima and maxima: O(mk + kn) against the product's
+O(mnk). On CuPy arrays the tropical and counting GEMMs are the RawKernels of
+runtime/backends/cuda_semiring.py. log_sum_exp is a max-shifted
 exp-GEMM-log on the ordinary (BLAS / cuBLAS) matmul, with the entries whose shifted sum
 underflowed recomputed exactly.
 """
@@ -61,7 +66,7 @@ except (ImportError, OSError):  # pragma: no cover - depends on the install
 TROPICAL = ("max_plus", "min_plus", "max_times")
 USE_TROPICAL_GEMM = True  # tests switch it off to exercise the NumPy kernel on every case
 USE_CUDA_KERNELS = True  # tests switch it off to compare the RawKernels with the CuPy path
-TROPICAL_MIN_MADDS = 1 << 15  # per batch: smaller products run the NumPy kernel
+TROPICAL_MIN_MADDS = 512  # smaller products (integers: matrices of a stack) run NumPy's kernel
 BLOCK_BYTES = 1 << 20  # the NumPy kernels' temporaries, per block of rows and summed indices
 K_CHUNK = 16  # summed indices per block of the NumPy kernels (fewer where rows are long)
 
@@ -240,14 +245,16 @@ def _count_w(ac, bc, shape, xp):
 
 
 def _tropical_fits(a, b, semiring: str) -> bool:
-    """Whether tropical-gemm gives the right answer here, and is worth its call."""
+    """Whether tropical-gemm gives the right answer here (and is worth its calls)."""
     nb, m, k = a.shape
     n = b.shape[2]
     dt = np.result_type(a.dtype, b.dtype)
     if not (USE_TROPICAL_GEMM and tropical_gemm is not None and dt.name in _TG_SUFFIX):
         return False
-    if a.dtype != dt or b.dtype != dt or m * n * k < TROPICAL_MIN_MADDS:
+    if a.dtype != dt or b.dtype != dt:
         return False
+    if nb * m * n * k < TROPICAL_MIN_MADDS or (dt.kind == "i" and m * n * k < TROPICAL_MIN_MADDS):
+        return False  # the checks and calls (integers: one per matrix) cost more than they save
     # its answer is ours where no term is NaN, nothing passes its start value and no sum
     # overflows: checked on the operands' ranges (O(mk + kn) against the O(mnk) product)
     lo_a, hi_a, lo_b, hi_b = (x.item() for x in (a.min(), a.max(), b.min(), b.max()))
@@ -273,14 +280,21 @@ def _tropical_fits(a, b, semiring: str) -> bool:
 
 
 def _tropical(a, b, semiring: str):
-    """tropical-gemm, batch by batch (its 2-D entry points need C-contiguous matrices; it
-    reads others wrongly)."""
-    fn = getattr(tropical_gemm, f"{_TG_NAMES[semiring]}_matmul_2d{_TG_SUFFIX[a.dtype.name]}")
+    """tropical-gemm on C-contiguous stacks (it reads other layouts wrongly). Floats go to its
+    batched entry point, whose argmax indices are dropped: it ran 1.4x faster than the 2-D one
+    even for one 2048^3 float32 product (benchmarks/semiring_gemm.py), and takes a whole
+    stack in one call; integers (no batched entry point) one 2-D call per batch entry."""
+    name, dt = _TG_NAMES[semiring], a.dtype.name
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    if a.shape[0] == 1:
+    nb, m, n = a.shape[0], a.shape[1], b.shape[2]
+    if a.dtype.kind == "f":
+        fn = getattr(tropical_gemm, f"{name}_matmul_batched_with_argmax{_TG_SUFFIX[dt]}")
+        return fn(a, b)[0].reshape(nb, m, n)
+    fn = getattr(tropical_gemm, f"{name}_matmul_2d{_TG_SUFFIX[dt]}")
+    if nb == 1:
         return fn(a[0], b[0])[None]
-    c = np.empty((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
-    for i in range(a.shape[0]):
+    c = np.empty((nb, m, n), a.dtype)
+    for i in range(nb):
         c[i] = fn(a[i], b[i])
     return c
 
