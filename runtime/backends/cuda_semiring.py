@@ -41,6 +41,9 @@ _HIGHEST = {
 _KERNELS: dict[tuple, object] = {}
 
 _PREAMBLE = """
+#ifndef INFINITY  // NVRTC compiles without the C headers that define it
+#define INFINITY __int_as_float(0x7f800000)
+#endif
 #define TM {tm}
 #define TN {tn}
 #define BM {bm}

@@ -436,7 +436,7 @@ def _diagonals(v, c, labels: tuple, xp):
     return v, c, tuple(labels)
 
 
-class _Layout:
+class PairLayout:
     """One pairwise contraction worked out for given operand shapes (labels distinct within
     each operand)."""
 
@@ -516,7 +516,7 @@ def pair_kernel(a_terms, b_terms, out, semiring: str, shapes=None):
     layouts: dict = {}
     if shapes is not None:
         sa, sb = (tuple(s[: len(t)]) for s, t in zip(shapes, (a_terms, b_terms)))
-        layouts[sa, sb] = _Layout(a_terms, b_terms, out, sa, sb)
+        layouts[sa, sb] = PairLayout(a_terms, b_terms, out, sa, sb)
 
     def run(a, b):
         xp = _module(a)
@@ -528,7 +528,7 @@ def pair_kernel(a_terms, b_terms, out, semiring: str, shapes=None):
         sb = b.shape[: len(b_terms)] if pb else b.shape
         lay = layouts.get((sa, sb))
         if lay is None:
-            lay = layouts[sa, sb] = _Layout(a_terms, b_terms, out, sa, sb)
+            lay = layouts[sa, sb] = PairLayout(a_terms, b_terms, out, sa, sb)
         av, ac = _split(a, semiring, pa)
         bv, bc = _split(b, semiring, pb)
         if not counting:
@@ -555,7 +555,7 @@ def einsum_kernel(terms, out, semiring: str):
         key = (ta, tb, keep, sa, sb)
         lay = layouts.get(key)
         if lay is None:
-            lay = layouts[key] = _Layout(ta, tb, keep, sa, sb)
+            lay = layouts[key] = PairLayout(ta, tb, keep, sa, sb)
         return lay
 
     def run(*xs):

@@ -219,9 +219,9 @@ def _prepared(be: Backend, x: _Operand, order, semiring, dt, as_pair=False):
 
 def _pair_step(be: Backend, a: _Operand, b: _Operand, out, semiring, dt):
     """``(run, pair)`` contracting two operands into labels ``out``."""
-    from tenloom.runtime.kernels.semiring import _Layout
+    from tenloom.runtime.kernels.semiring import PairLayout
 
-    lay = _Layout(a.terms, b.terms, out, a.shape, b.shape, "semiring_einsum (OpenCL)")
+    lay = PairLayout(a.terms, b.terms, out, a.shape, b.shape, "semiring_einsum (OpenCL)")
     a_kept = tuple(lab for i, lab in enumerate(a.terms) if i not in lay.a_only)
     b_kept = tuple(lab for i, lab in enumerate(b.terms) if i not in lay.b_only)
     a_order = a_kept if lay.perm_a is None else tuple(a_kept[p] for p in lay.perm_a)
