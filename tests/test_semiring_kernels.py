@@ -615,3 +615,23 @@ def test_cuda_kernel_sources_translated_to_opencl():
             y = np.stack([bv, bc], -1) if pb else bv
             want = brute(((0, 1, 2), (0, 2, 3)), (0, 1, 3), "count", x, y)
             np.testing.assert_array_equal(np.stack([cv, cc], -1), want)
+
+
+@pytest.mark.opencl
+@needs_opencl
+@pytest.mark.parametrize("tile", [16, 8])
+def test_opencl_gemm_over_many_blocks_and_slices(tile, monkeypatch):
+    """Stacks larger than a work-group's block and than a slice of k, with both work-group
+    sizes the backend picks (8 on devices whose work-groups stay under 256)."""
+    from tenloom.runtime.backends import get_backend
+
+    be = get_backend("opencl", int(OPENCL.split(":")[1]))
+    monkeypatch.setattr(be, "tile", tile)
+    rng = np.random.default_rng(4)
+    for semiring, dtype in _pairs():
+        a = operand((2, 70, 37), semiring, dtype, rng)
+        b = operand((2, 37, 130), semiring, dtype, rng)
+        if dtype.startswith("float"):
+            a[1, 65, 33], b[0, 20, 129] = np.nan, np.inf
+        want = brute(((0, 1, 2), (0, 2, 3)), (0, 1, 3), semiring, a, b)
+        check(_on_opencl("bij,bjk->bik", (a, b), semiring, monkeypatch), want)

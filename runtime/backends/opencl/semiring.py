@@ -1,9 +1,8 @@
 """SEMIRING_EINSUM on the OpenCL backend: one generated, tiled semiring GEMM per semiring,
 dtype and operand kind (raw or (value, count) pair), and the steps around it on the device.
 
-The GEMM stages square tiles of A and B in local memory (as the backend's own GEMM,
-runtime/backends/opencl/source.py ``gemm_source``), each work-item combining its output's
-terms in order of k, so results are deterministic:
+The GEMM stages slices of A and B in local memory, each work-item computing 4 x 4 outputs
+and combining each output's terms in order of k, so results are deterministic:
 
 - max_plus / min_plus / max_times (float32, float64, int32, int64): the max (min) of the terms,
   NaN sticking as in ``numpy.maximum``; integer sums and products wrap around as NumPy's
@@ -39,16 +38,23 @@ _TYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "lon
 _UNSIGNED = {"int32": "uint", "int64": "ulong"}
 _LOWEST = {"float32": "-INFINITY", "float64": "-INFINITY", "int32": "INT_MIN", "int64": "LONG_MIN"}
 _HIGHEST = {"float32": "INFINITY", "float64": "INFINITY", "int32": "INT_MAX", "int64": "LONG_MAX"}
-TILE = 16
+MICRO = 4  # outputs per work-item along each side: a work-group computes (4 t) x (4 t) outputs
 
 
 def gemm_source(semiring: str, dt: np.dtype, a_pair: bool, b_pair: bool, tile: int, fp64: bool):
     """``sgemm(A, B, C, M, N, K)``: C[b] = the semiring sum over k of A[b, i, k] (x) B[b, k, j]
-    for b = get_global_id(2), all row-major and contiguous per batch; for count, a pair operand
-    stores (value, count) interleaved and C is always pairs."""
+    for b = get_group_id(2), all row-major and contiguous per batch; for count, a pair operand
+    stores (value, count) interleaved and C is always pairs.
+
+    Work-groups of ``tile`` x ``tile`` work-items, each computing MICRO x MICRO outputs (rows
+    ``ti + tile * r``, columns ``tj + tile * c`` of the group's block), with ``tile``-deep
+    slices (half as deep for count) of A and B staged in local memory: the CUDA RawKernels'
+    scheme, 1.7x faster than one output per work-item on PoCL for 512^3 max-plus."""
     dt = np.dtype(dt)
-    counting = semiring == "count"
+    counting, lse = semiring == "count", semiring == "log_sum_exp"
     t = _TYPES[dt.name]
+    bm = tile * MICRO
+    bk = tile // 2 if counting else tile  # four local arrays of doubles: 16 KiB at tile 16
     a_w, b_w = (2 if a_pair else 1), (2 if b_pair else 1)
     c_w = 2 if counting else 1
     params = [
@@ -61,94 +67,119 @@ def gemm_source(semiring: str, dt: np.dtype, a_pair: bool, b_pair: bool, tile: i
     ]
     body = [
         "const int tj = get_local_id(0), ti = get_local_id(1);",
-        f"const long j = get_group_id(0) * {tile} + tj, i = get_group_id(1) * {tile} + ti;",
-        "const long b = get_global_id(2);",
+        f"const int tid = ti * {tile} + tj;",
+        f"const long col0 = get_group_id(0) * {bm}, row0 = get_group_id(1) * {bm};",
+        "const long b = get_group_id(2);",
         f"A += b * M * K * {a_w}; B += b * K * N * {b_w}; C += b * M * N * {c_w};",
-        f"__local {t} Av[{tile}][{tile + 1}];",
-        f"__local {t} Bv[{tile}][{tile + 1}];",
+        f"__local {t} Av[{bk}][{bm}];",
+        f"__local {t} Bv[{bk}][{bm}];",
     ]
     if counting:
         body += [
-            f"__local double Ac[{tile}][{tile + 1}];",
-            f"__local double Bc[{tile}][{tile + 1}];",
-            "double v = -INFINITY, c = 0.0;",
+            f"__local double Ac[{bk}][{bm}];",
+            f"__local double Bc[{bk}][{bm}];",
         ]
-    elif semiring == "log_sum_exp":
-        body.append(f"{t} m = -INFINITY, s = 0;")
-    else:
-        init = _HIGHEST[dt.name] if semiring == "min_plus" else _LOWEST[dt.name]
-        body.append(f"{t} acc = {init};")
+    init = _HIGHEST[dt.name] if semiring == "min_plus" else _LOWEST[dt.name]
+    body.append(f"{t} acc[{MICRO}][{MICRO}];")
+    if counting or lse:
+        body.append(f"{t} aux[{MICRO}][{MICRO}];")  # the count, or the shifted sum
+    body.append(f"for (int r = 0; r < {MICRO}; ++r) for (int c = 0; c < {MICRO}; ++c) {{")
+    body.append(f"  acc[r][c] = {init};" + (" aux[r][c] = 0;" if counting or lse else ""))
+    body.append("}")
 
     def count_of(ptr, at, value, pair):
         if pair:
             return f"{ptr}[2 * ({at}) + 1]"
         return f"(({value}) == -INFINITY ? 0.0 : 1.0)"
 
-    a_at, b_at = "i * K + ka", "kb * N + j"
+    a_at, b_at = "gr * K + gk", "gk * N + gc"
     a_val = f"A[2 * ({a_at})]" if a_pair else f"A[{a_at}]"
     b_val = f"B[2 * ({b_at})]" if b_pair else f"B[{b_at}]"
     body += [
-        f"for (long k0 = 0; k0 < K; k0 += {tile}) {{",
-        "  const long ka = k0 + tj, kb = k0 + ti;",
-        "  if (i < M && ka < K) {",
-        f"    Av[ti][tj] = {a_val};",
+        f"for (long k0 = 0; k0 < K; k0 += {bk}) {{",
+        f"  for (int l = tid; l < {bm * bk}; l += {tile * tile}) {{",
+        f"    const int r = l / {bk}, kk = l % {bk};",
+        "    const long gr = row0 + r, gk = k0 + kk;",
+        "    if (gr < M && gk < K) {",
+        f"      Av[kk][r] = {a_val};",
     ]
     if counting:
-        body.append(f"    Ac[ti][tj] = {count_of('A', a_at, 'Av[ti][tj]', a_pair)};")
-    body += ["  }", "  if (kb < K && j < N) {", f"    Bv[ti][tj] = {b_val};"]
-    if counting:
-        body.append(f"    Bc[ti][tj] = {count_of('B', b_at, 'Bv[ti][tj]', b_pair)};")
+        body.append(f"      Ac[kk][r] = {count_of('A', a_at, 'Av[kk][r]', a_pair)};")
     body += [
+        "    }",
         "  }",
-        "  barrier(CLK_LOCAL_MEM_FENCE);",
-        f"  const int kmax = (K - k0 < {tile}) ? (int)(K - k0) : {tile};",
-        "  if (i < M && j < N) {",
-        "    for (int kk = 0; kk < kmax; ++kk) {",
+        f"  for (int l = tid; l < {bm * bk}; l += {tile * tile}) {{",
+        f"    const int kk = l / {bm}, c = l % {bm};",
+        "    const long gk = k0 + kk, gc = col0 + c;",
+        "    if (gk < K && gc < N) {",
+        f"      Bv[kk][c] = {b_val};",
     ]
-    if dt.name in _UNSIGNED:
-        u = _UNSIGNED[dt.name]
-        op = "*" if semiring == "max_times" else "+"
-        term = f"({t})(({u})Av[ti][kk] {op} ({u})Bv[kk][tj])"
-    else:
-        term = f"Av[ti][kk] {'*' if semiring == 'max_times' else '+'} Bv[kk][tj]"
-    body.append(f"      const {t} x = {term};")
-    if counting:  # a NaN value stays, with count 0
-        body += [
-            "      const double w = Ac[ti][kk] * Bc[kk][tj];",
-            "      if (v == v) {",
-            "        if (x != x) { v = x; c = 0.0; }",
-            "        else if (x > v) { v = x; c = w; }",
-            "        else if (x == v) { c += w; }",
-            "      }",
-        ]
-    elif semiring == "log_sum_exp":
-        body += [
-            "      if (m == m) {",
-            "        if (x != x) m = x;",
-            "        else if (x > m) { s = s * exp(m - x) + 1; m = x; }",
-            "        else if (x == m) s += 1;",
-            "        else s += exp(x - m);",
-            "      }",
-        ]
-    else:
-        better = "<" if semiring == "min_plus" else ">"
-        nan = "x != x || " if dt.kind == "f" else ""
-        body.append(f"      if ({nan}x {better} acc) acc = x;")
-        if dt.kind == "f":  # a NaN accumulator stays
-            body[-1] = f"      if (acc == acc && ({nan}x {better} acc)) acc = x;"
+    if counting:
+        body.append(f"      Bc[kk][c] = {count_of('B', b_at, 'Bv[kk][c]', b_pair)};")
     body += [
         "    }",
         "  }",
         "  barrier(CLK_LOCAL_MEM_FENCE);",
-        "}",
-        "if (i >= M || j >= N) return;",
+        f"  const int kmax = (K - k0 < {bk}) ? (int)(K - k0) : {bk};",
+        "  for (int kk = 0; kk < kmax; ++kk) {",
+        f"    for (int r = 0; r < {MICRO}; ++r) {{",
+        f"      const {t} ra = Av[kk][ti + {tile} * r];",
     ]
     if counting:
-        body += ["C[2 * (i * N + j)] = v;", "C[2 * (i * N + j) + 1] = c;"]
-    elif semiring == "log_sum_exp":
-        body.append("C[i * N + j] = m + log(s);")
+        body.append(f"      const double ca = Ac[kk][ti + {tile} * r];")
+    body.append(f"      for (int c = 0; c < {MICRO}; ++c) {{")
+    rb = f"Bv[kk][tj + {tile} * c]"
+    if dt.name in _UNSIGNED:
+        u = _UNSIGNED[dt.name]
+        op = "*" if semiring == "max_times" else "+"
+        term = f"({t})(({u})ra {op} ({u}){rb})"
     else:
-        body.append("C[i * N + j] = acc;")
+        term = f"ra {'*' if semiring == 'max_times' else '+'} {rb}"
+    body.append(f"        const {t} x = {term};")
+    body.append(f"        {t} v = acc[r][c];")
+    if counting:  # a NaN value stays, with count 0
+        body += [
+            f"        const double w = ca * Bc[kk][tj + {tile} * c];",
+            "        if (v == v) {",
+            "          if (x != x) { acc[r][c] = x; aux[r][c] = 0.0; }",
+            "          else if (x > v) { acc[r][c] = x; aux[r][c] = w; }",
+            "          else if (x == v) { aux[r][c] += w; }",
+            "        }",
+        ]
+    elif lse:  # running max and the sum shifted by it; NaN sticks
+        body += [
+            "        if (v == v) {",
+            "          if (x != x) acc[r][c] = x;",
+            "          else if (x > v) { aux[r][c] = aux[r][c] * exp(v - x) + 1; acc[r][c] = x; }",
+            "          else if (x == v) aux[r][c] += 1;",
+            "          else aux[r][c] += exp(x - v);",
+            "        }",
+        ]
+    else:
+        better = "<" if semiring == "min_plus" else ">"
+        if dt.kind == "f":  # a NaN term replaces the accumulator, and nothing replaces NaN
+            body.append(f"        if (v == v && (x != x || x {better} v)) acc[r][c] = x;")
+        else:
+            body.append(f"        if (x {better} v) acc[r][c] = x;")
+    body += [
+        "      }",
+        "    }",
+        "  }",
+        "  barrier(CLK_LOCAL_MEM_FENCE);",
+        "}",
+        f"for (int r = 0; r < {MICRO}; ++r) {{",
+        f"  const long i = row0 + ti + {tile} * r;",
+        f"  for (int c = 0; c < {MICRO}; ++c) {{",
+        f"    const long j = col0 + tj + {tile} * c;",
+        "    if (i >= M || j >= N) continue;",
+    ]
+    if counting:
+        body += ["    C[2 * (i * N + j)] = acc[r][c];", "    C[2 * (i * N + j) + 1] = aux[r][c];"]
+    elif lse:
+        body.append("    C[i * N + j] = acc[r][c] + log(aux[r][c]);")
+    else:
+        body.append("    C[i * N + j] = acc[r][c];")
+    body += ["  }", "}"]
     return kernel_text(fp64, "sgemm", params, body)
 
 
@@ -174,14 +205,16 @@ def _gemm_step(be: Backend, semiring, dt, nb, m, n, k, a_pair, b_pair):
             return c
 
         return run_empty
-    source = gemm_source(semiring, dt, a_pair, b_pair, TILE, be.fp64)
+    t = be.tile  # 16, or 8 on devices with work-groups under 256
+    source = gemm_source(semiring, dt, a_pair, b_pair, t, be.fp64)
     knl = be.kernel_from_source(source, "sgemm")
-    gsize = (math.ceil(n / TILE) * TILE, math.ceil(m / TILE) * TILE, nb)
+    block = t * MICRO
+    gsize = (math.ceil(n / block) * t, math.ceil(m / block) * t, nb)
     sizes = (np.int64(m), np.int64(n), np.int64(k))
 
     def run(a, b):
         c = be.empty(shape, dt)
-        be.launch(knl, gsize, (TILE, TILE, 1), a.data, b.data, c.data, *sizes)
+        be.launch(knl, gsize, (t, t, 1), a.data, b.data, c.data, *sizes)
         return c
 
     return run
