@@ -49,7 +49,8 @@ def gemm_source(semiring: str, dt: np.dtype, a_pair: bool, b_pair: bool, tile: i
     Work-groups of ``tile`` x ``tile`` work-items, each computing MICRO x MICRO outputs (rows
     ``ti + tile * r``, columns ``tj + tile * c`` of the group's block), with ``tile``-deep
     slices (half as deep for count) of A and B staged in local memory: the CUDA RawKernels'
-    scheme, 1.7x faster than one output per work-item on PoCL for 512^3 max-plus."""
+    scheme. On PoCL (2 cores) it ran 512^3 float32 max-plus 2.3x, log-sum-exp and count 1.7x
+    faster than one output per work-item (kernel times, interleaved)."""
     dt = np.dtype(dt)
     counting, lse = semiring == "count", semiring == "log_sum_exp"
     t = _TYPES[dt.name]
@@ -122,13 +123,15 @@ def gemm_source(semiring: str, dt: np.dtype, a_pair: bool, b_pair: bool, tile: i
         "  barrier(CLK_LOCAL_MEM_FENCE);",
         f"  const int kmax = (K - k0 < {bk}) ? (int)(K - k0) : {bk};",
         "  for (int kk = 0; kk < kmax; ++kk) {",
+        f"    {t} rb[{MICRO}];",
+        f"    for (int c = 0; c < {MICRO}; ++c) rb[c] = Bv[kk][tj + {tile} * c];",
         f"    for (int r = 0; r < {MICRO}; ++r) {{",
         f"      const {t} ra = Av[kk][ti + {tile} * r];",
     ]
     if counting:
         body.append(f"      const double ca = Ac[kk][ti + {tile} * r];")
     body.append(f"      for (int c = 0; c < {MICRO}; ++c) {{")
-    rb = f"Bv[kk][tj + {tile} * c]"
+    rb = "rb[c]"
     if dt.name in _UNSIGNED:
         u = _UNSIGNED[dt.name]
         op = "*" if semiring == "max_times" else "+"
@@ -157,10 +160,10 @@ def gemm_source(semiring: str, dt: np.dtype, a_pair: bool, b_pair: bool, tile: i
         ]
     else:
         better = "<" if semiring == "min_plus" else ">"
-        if dt.kind == "f":  # a NaN term replaces the accumulator, and nothing replaces NaN
-            body.append(f"        if (v == v && (x != x || x {better} v)) acc[r][c] = x;")
-        else:
-            body.append(f"        if (x {better} v) acc[r][c] = x;")
+        # a select, not a branch (it vectorizes); a NaN term replaces the accumulator, and
+        # nothing replaces a NaN one
+        take = f"(v == v && (x != x || x {better} v))" if dt.kind == "f" else f"(x {better} v)"
+        body.append(f"        acc[r][c] = {take} ? x : v;")
     body += [
         "      }",
         "    }",
