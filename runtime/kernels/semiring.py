@@ -73,8 +73,12 @@ K_CHUNK = 16  # summed indices per block of the NumPy kernels (fewer where rows 
 # tropical-gemm's entry points by (semiring, dtype), and its integer sentinels (the value its
 # maxima start from, minima from the negation): results cannot go past them
 _TG_NAMES = {"max_plus": "maxplus", "min_plus": "minplus", "max_times": "maxmul"}
-_TG_SUFFIX = {"float32": "", "float64": "_f64", "int32": "_i32", "int64": "_i64"}
-_TG_SENTINEL = {"int32": 10**9, "int64": 2**60}
+# (keyed by dtype objects: ``dtype.name`` costs a microsecond a call on small products)
+_TG_SUFFIX = {
+    np.dtype(k): v for k, v in [("f4", ""), ("f8", "_f64"), ("i4", "_i32"), ("i8", "_i64")]
+}
+_TG_SENTINEL = {np.dtype("i4"): 10**9, np.dtype("i8"): 2**60}
+_LSE_DTYPES = (np.dtype("f4"), np.dtype("f8"))
 
 
 def _module(x):
@@ -98,9 +102,10 @@ def _check(semiring: str, dtype) -> np.dtype:
         if dt.kind not in "biuf":
             raise DTypeError(f"semiring_einsum (count): operands must be real, got {dt}")
         return np.dtype(np.float64)
-    ok = ("float32", "float64") if semiring == "log_sum_exp" else tuple(_TG_SUFFIX)
-    if dt.name not in ok:
-        raise DTypeError(f"semiring_einsum ({semiring}): dtype {dt} not supported; one of {ok}")
+    ok = _LSE_DTYPES if semiring == "log_sum_exp" else tuple(_TG_SUFFIX)
+    if dt not in ok:
+        names = ", ".join(d.name for d in ok)
+        raise DTypeError(f"semiring_einsum ({semiring}): dtype {dt} not supported; one of {names}")
     return dt
 
 
@@ -249,7 +254,7 @@ def _tropical_fits(a, b, semiring: str) -> bool:
     nb, m, k = a.shape
     n = b.shape[2]
     dt = np.result_type(a.dtype, b.dtype)
-    if not (USE_TROPICAL_GEMM and tropical_gemm is not None and dt.name in _TG_SUFFIX):
+    if not (USE_TROPICAL_GEMM and tropical_gemm is not None and dt in _TG_SUFFIX):
         return False
     if a.dtype != dt or b.dtype != dt:
         return False
@@ -270,7 +275,7 @@ def _tropical_fits(a, b, semiring: str) -> bool:
         return not (
             (hi_a == math.inf and lo_b == -math.inf) or (lo_a == -math.inf and hi_b == math.inf)
         )
-    info, sentinel = np.iinfo(dt), _TG_SENTINEL[dt.name]
+    info, sentinel = np.iinfo(dt), _TG_SENTINEL[dt]
     if semiring == "max_times":
         return lo_a >= 0 and lo_b >= 0 and hi_a * hi_b <= info.max
     lo, hi = lo_a + lo_b, hi_a + hi_b
@@ -284,7 +289,7 @@ def _tropical(a, b, semiring: str):
     batched entry point, whose argmax indices are dropped: it ran 1.4x faster than the 2-D one
     even for one 2048^3 float32 product (benchmarks/semiring_gemm.py), and takes a whole
     stack in one call; integers (no batched entry point) one 2-D call per batch entry."""
-    name, dt = _TG_NAMES[semiring], a.dtype.name
+    name, dt = _TG_NAMES[semiring], a.dtype
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     nb, m, n = a.shape[0], a.shape[1], b.shape[2]
     if a.dtype.kind == "f":
