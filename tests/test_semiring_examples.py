@@ -756,3 +756,39 @@ def test_examples_header_and_command_line(module):
     assert run.returncode == 0, run.stderr
     last = {"spin_glass": "brute force: E0 =", "max_independent_set": "networkx: size ="}
     assert last[module.__name__] in run.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_benchmark_peer_contracts_right(dtype):
+    """benchmarks/semiring_network.py's peer (tropical_gemm pairwise over a path, batched or
+    2-D calls, or NumPy for small products) against enumeration, so that its times compare
+    like with like."""
+    pytest.importorskip("tropical_gemm")
+    import opt_einsum as oe
+
+    sys.path.insert(0, str(EXAMPLES.parent / "benchmarks"))
+    import semiring_network as bench
+    import tropical_gemm
+
+    gemm = tropical_gemm.maxplus_matmul_2d if dtype == "float32" else None
+    for seed in range(12):
+        shapes, subs, out = random_network(seed, repeats=False)
+        arrays = operands(shapes, dtype, seed, integer_valued=False)
+        if len(arrays) < 2:
+            continue
+        args = [x for a, s in zip(arrays, subs) for x in (a, s)]
+        path = oe.contract_path(*args, out, optimize="greedy")[0]
+        ref = reference(arrays, subs, out, "max_plus").astype(dtype)
+        inputs = [tuple(s) for s in subs]
+        for kw in ({"gemm": gemm}, {"small_gemm": 64}):
+            got = bench.pairwise(arrays, inputs, tuple(out), path, **kw)
+            assert_close(np.asarray(got, dtype=dtype), ref)
+    edges, J, h = spin_glass.random_glass(16, 2, field=1.0)  # noqa: N806
+    h = np.round(h)
+    vertex, edge, subs = spin_glass.network(edges, J, h, dtype, sign=-1.0)
+    inputs = [tuple(s) for s in subs]
+    path, _ = bench.contraction_path(inputs, (), {i: 2 for i in range(16)}, repeats=2)
+    assert (
+        -float(bench.pairwise(vertex + edge, inputs, (), path))
+        == spin_glass.brute_force(edges, J, h)[0]
+    )
