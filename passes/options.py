@@ -38,6 +38,9 @@ class Options:
     # contractions' arithmetic (runtime/precision.py): a run setting read by the CUDA kernels,
     # not in pass_key (no pass reads it; the optimized graph is the same at every precision)
     precision: str = "highest"
+    # issue 23: capture and replay compiled programs as CUDA graphs (runtime/capture.py); a
+    # run setting, not in pass_key
+    cuda_graphs: bool = True
     # ---- what the orchestrator sets for the passes ----------------------------------------
     target: str | None = None  # the device the graph will run on (its fusion limits)
     fusion: Any = None  # a FusionLimits overriding the target's (passes/fuse_elementwise.py)

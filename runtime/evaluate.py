@@ -71,6 +71,7 @@ def evaluate(*tensors: Value, **opts: Any) -> tuple[np.ndarray, ...]:
     plain = threads == 1 and not o.deterministic and len(names) == 1 and limit is None
     plain = plain and o.cache_dir is None  # issue 22: run_context tells kernels the cache_dir
     plain = plain and o.precision == "highest"  # precision=: run_context sets it
+    plain = plain and o.cuda_graphs  # issue 23: run_context sets it
     if plain and o.scheduler is None and not o.progress:  # nothing to set up around the run
         return tuple(execute(optimized, bound, backend, names[0], o.to_host, 1))
     with session.run_context(o, names, threads), flops_bar(optimized, o.progress) as bar:

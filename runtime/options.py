@@ -39,6 +39,7 @@ OPTION_NAMES: tuple[str, ...] = (
     "memory_limit",
     "scheduler",
     "precision",  # runtime/precision.py: contractions at tf32 / bf16 / fp16 on CUDA
+    "cuda_graphs",  # issue 23: runtime/capture.py
 )
 # compile / @function bind arrays when the plan is called: no feed=
 COMPILE_OPTIONS = tuple(k for k in OPTION_NAMES if k != "feed")
@@ -52,7 +53,7 @@ _OPTIMIZE_ACCEPTED = (
     "'random-greedy', 'dp'), a dict with 'method' (and, for 'hyper', HyperOptimizer's "
     "arguments), a cotengra optimizer object, or False (left to right)"
 )
-_BOOL_OPTIONS = ("to_host", "verify", "progress", "deterministic")
+_BOOL_OPTIONS = ("to_host", "verify", "progress", "deterministic", "cuda_graphs")  # issue 23
 
 # options checked before -> their record (plain values only: names, numbers, tuples)
 _PARSED: LRUCache[tuple, Options] = LRUCache("runtime.options.parsed", 256)

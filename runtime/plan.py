@@ -113,6 +113,7 @@ class Plan:
             and o.to_host
             and o.cache_dir is None  # issue 22: run_context tells kernels the cache_dir
             and o.precision == "highest"  # precision=: run_context sets it
+            and o.cuda_graphs  # issue 23: run_context sets it
         )
         self.cost = Cost(
             flops=graph_flops(self.optimized),
@@ -160,6 +161,21 @@ class Plan:
                 self.optimized, bound, self.backend, self.device, o.to_host, self._threads
             )
 
+    @property
+    def cuda_graphs(self) -> list[str] | None:
+        """issue 23: the CUDA-graph segments of this plan's program, one line each: as the
+        runs captured them (steps whose capture failed included) once it has run captured,
+        else as planned from its ops; None off CUDA or with cuda_graphs=False."""
+        from tenloom.runtime.capture import describe, explain_segments
+
+        if self.options.cuda_graphs and self.backend.kind.startswith("cuda"):
+            from tenloom.runtime.backends.cuda_graphs import segments_of
+
+            live = segments_of(self.program)
+            if live is not None:
+                return describe(live, [s.node for s in self.program.run_steps])
+        return explain_segments(self.optimized, self.options)
+
     def save(self, path: str | os.PathLike) -> None:
         """Write the plan to ``path`` (JSON) and its constants to the sibling ``.npz``: the
         optimized graph with its contraction trees and fused regions, the inputs in order, the
@@ -192,7 +208,15 @@ class Plan:
 
 # options a saved plan keeps: those that shape how it runs (checked on save and load) and
 # those that only recorded how it was optimized (kept when they are plain data)
-_RUN_OPTIONS = ("device", "to_host", "threads", "deterministic", "memory_limit", "precision")
+_RUN_OPTIONS = (
+    "device",
+    "to_host",
+    "threads",
+    "deterministic",
+    "memory_limit",
+    "precision",
+    "cuda_graphs",  # issue 23
+)
 _SAVED_OPTIONS = ("passes", "optimize")
 
 
@@ -284,6 +308,7 @@ def _check_loaded_options(opts: dict) -> str | None:
         "to_host": lambda v: type(v) is bool,
         "threads": lambda v: v is None or (type(v) is int and v >= 1),
         "deterministic": lambda v: type(v) is bool,
+        "cuda_graphs": lambda v: type(v) is bool,  # issue 23
         "memory_limit": lambda v: v is None or type(v) in (int, str),
         "precision": lambda v: type(v) is str and v in PRECISIONS,  # precision=
         "optimize": lambda v: v is None or type(v) in (str, bool, dict),

@@ -50,6 +50,13 @@ class Report:
     sweeps: dict | None = None  # forward / backward split when gradients are explained
     # precision=: (precision, [(count, what, how)]) when the option was given
     precision: tuple | None = None
+    # issue 23: the program's CUDA-graph segments (runtime/capture.py), on a CUDA device
+    cuda_graphs: list | None = None
+
+    @property
+    def captured_segments(self) -> int:
+        """issue 23: how many captured graphs a CUDA run of the program replays."""
+        return sum(1 for x in self.cuda_graphs or () if x.startswith("captured"))
 
     @property
     def before(self) -> Row:
@@ -84,6 +91,9 @@ class Report:
             lines += [
                 f"  {n} {what}{'s' if n > 1 else ''}: {how}" for n, what, how in self.precision[1]
             ]
+        if self.cuda_graphs:  # issue 23
+            lines += ["", "CUDA graphs (cuda_graphs=True; runtime/capture.py):"]
+            lines += ["  " + x for x in self.cuda_graphs]
         return "\n".join(lines)
 
     def _sweep_lines(self) -> list[str]:
@@ -189,7 +199,17 @@ def explain(*tensors: Any, **opts: Any) -> Report:
     from tenloom.runtime.precision import summary  # precision=
 
     precision = (o.precision, summary(final, o.precision)) if "precision" in o.given else None
-    return Report(rows, networks, final, slicing, _sweeps(graph, final, o), precision)
+    from tenloom.runtime.capture import explain_segments  # issue 23
+
+    return Report(
+        rows,
+        networks,
+        final,
+        slicing,
+        _sweeps(graph, final, o),
+        precision,
+        explain_segments(final, o),
+    )
 
 
 def _contractions(graph: Graph) -> tuple[int, int]:

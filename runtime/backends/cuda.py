@@ -29,6 +29,7 @@ from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
 from tenloom.graph.ops.leaf import full_value, is_frozen
 from tenloom.runtime.backends.base import BackendBase
+from tenloom.runtime.backends.cuda_graphs import captured_bytes, replay  # issue 23
 from tenloom.runtime.codegen import PORTABLE
 from tenloom.runtime.codegen.cuda import COMPLEX_ORDER, FUSED_PREAMBLE, fused_source
 from tenloom.runtime.kernels.contract import contract_kernel
@@ -318,7 +319,12 @@ class Backend(BackendBase):
 
     def memory_stats(self) -> dict[str, int]:
         pool = cp.get_default_memory_pool()
-        return {"used_bytes": pool.used_bytes(), "total_bytes": pool.total_bytes()}
+        held = captured_bytes()  # issue 23: captured programs' own pools
+        return {"used_bytes": pool.used_bytes() + held, "total_bytes": pool.total_bytes() + held}
+
+    def replay(self, prog, feed, upload: bool, device):
+        """issue 23: the run of ``prog`` replayed from CUDA graphs, or None (step by step)."""
+        return replay(self, prog, feed, upload, device)
 
     # ---- kernels ----------------------------------------------------------------------------
     def kernel(self, node: Node):

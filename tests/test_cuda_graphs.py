@@ -1,0 +1,347 @@
+"""issue 23: capture and replay of compiled programs as CUDA graphs (runtime/capture.py,
+runtime/backends/cuda_graphs.py). The option and the segment plan are checked everywhere; the
+captures themselves where a CUDA GPU is (TENLOOM_TEST_DEVICE=cuda:0 on the device machine)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tenloom.graph.errors import GraphFormatError, OptionTypeError
+from tenloom.graph.ops import Op
+from tenloom.runtime.capture import (
+    CUDA_GRAPHS,
+    describe,
+    graphs_mode,
+    plan_segments,
+    why_not,
+)
+
+import tenloom as tl
+
+RNG = np.random.default_rng(23)
+
+
+def _gpu() -> bool:
+    try:
+        import cupy as cp
+
+        return cp.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+cuda = pytest.mark.skipif(not _gpu(), reason="no CUDA GPU present")
+
+
+def _lattice(n: int, d: int, dtype="float32", seed=1):
+    """A closed n x n lattice of bond dimension d as tl.asarray constants: (value, tensors)."""
+    import cotengra as ctg
+
+    inputs, output, shapes, _ = ctg.utils.lattice_equation([n, n], d_min=d, d_max=d, seed=seed)
+    rng = np.random.default_rng(seed)
+    labels: dict = {}
+    ts, args = [], []
+    for term, s in zip(inputs, shapes):
+        t = tl.asarray((rng.standard_normal(s) / np.prod(s) ** 0.25).astype(dtype))
+        ts.append(t)
+        args += [t, [labels.setdefault(x, len(labels)) for x in term]]
+    args.append([labels[x] for x in output])
+    return tl.einsum(*args), ts
+
+
+# ---- everywhere: the option, the plan of segments --------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None, 0.0])
+def test_cuda_graphs_takes_a_bool_only(bad):
+    t = tl.asarray(np.ones((3, 4))) @ tl.asarray(np.ones((4, 2)))
+    with pytest.raises(OptionTypeError, match=r"cuda_graphs=.*accepted: True or False"):
+        t.evaluate(cuda_graphs=bad)
+    x = tl.placeholder((3,), "float64", name="x")
+    with pytest.raises(OptionTypeError, match="cuda_graphs"):
+        tl.compile([x * 2], [x], cuda_graphs=bad)
+
+
+def test_cuda_graphs_changes_nothing_on_the_cpu():
+    a, b = RNG.standard_normal((5, 6)), RNG.standard_normal((6, 7))
+    t = tl.exp(tl.asarray(a) @ tl.asarray(b))
+    for on in (True, False):
+        got = t.evaluate(device="cpu", cuda_graphs=on)
+        np.testing.assert_allclose(got, np.exp(a @ b), rtol=1e-12)
+    assert tl.explain(t, device="cpu").cuda_graphs is None  # the CPU: no capture to explain
+    assert tl.explain(t, device="cpu").captured_segments == 0
+
+
+def test_run_context_sets_the_setting_and_restores_it():
+    assert CUDA_GRAPHS.get() is True
+    with graphs_mode(False):
+        assert CUDA_GRAPHS.get() is False
+        with graphs_mode(True):
+            assert CUDA_GRAPHS.get() is True
+        assert CUDA_GRAPHS.get() is False
+    assert CUDA_GRAPHS.get() is True
+
+
+def test_saved_plan_keeps_cuda_graphs(tmp_path):
+    x = tl.placeholder((4,), "float64", name="x")
+    plan = tl.compile([tl.sin(x) * 3], [x], cuda_graphs=False)
+    plan.save(tmp_path / "p.json")
+    loaded = tl.load(tmp_path / "p.json")
+    assert loaded.options.cuda_graphs is False
+    v = np.arange(4.0)
+    np.testing.assert_allclose(loaded(v)[0], np.sin(v) * 3)
+    # a wrong type in the file is a malformed file
+    import json
+
+    doc = json.loads((tmp_path / "p.json").read_text())
+    doc["options"]["cuda_graphs"] = "no"
+    (tmp_path / "q.json").write_text(json.dumps(doc))
+    if (tmp_path / "p.npz").exists():
+        (tmp_path / "q.npz").write_bytes((tmp_path / "p.npz").read_bytes())
+    with pytest.raises(GraphFormatError, match="cuda_graphs"):
+        tl.load(tmp_path / "q.json")
+
+
+def _final(*ts):
+    return tl.explain(*ts).graph.schedule
+
+
+def test_a_network_is_one_captured_segment():
+    value, ts = _lattice(3, 2, "float64")
+    order = _final(value, *tl.grad(value, ts))
+    segs = plan_segments(order, {})
+    assert len(segs) == 1 and segs[0].captured
+    assert segs[0].start == 0 and segs[0].stop == len(order)
+    (line,) = describe(segs, order)
+    kernels = sum(1 for n in order if n.op not in (Op.CONST, Op.PLACEHOLDER))
+    assert line.startswith(f"captured graph: {kernels} kernels")
+
+
+def test_an_uncapturable_op_splits_the_program():
+    a = tl.asarray(RNG.standard_normal((6, 6)) + 6 * np.eye(6))
+    b = tl.asarray(RNG.standard_normal((6, 6)))
+    y = tl.exp(tl.linalg.inv(tl.sin(a) @ b + 6 * tl.asarray(np.eye(6))) @ b)
+    order = _final(y)
+    segs = plan_segments(order, {})
+    kinds = [s.captured for s in segs]
+    assert kinds == [True, False, True], describe(segs, order)
+    inv = next(k for k, n in enumerate(order) if n.op is Op.INV)
+    assert segs[1].start == inv and segs[1].stop == inv + 1
+    assert "cuSOLVER" in segs[1].reason and why_not(order[inv]) == segs[1].reason
+    lines = describe(segs, order)
+    assert lines[1].startswith("from Python: 1 kernels") and "inv" in lines[1]
+    # segments cover every step once, in order
+    assert [s.start for s in segs[1:]] == [s.stop for s in segs[:-1]]
+    # a step refused at run time splits it further; refusing every kernel leaves nothing
+    first = next(k for k, n in enumerate(order) if n.op not in (Op.CONST, Op.PLACEHOLDER))
+    segs2 = plan_segments(order, {first: "capture failed: test"})
+    assert not segs2[0].captured and segs2[0].reason == "capture failed: test"
+    every = {k: "x" for k, n in enumerate(order) if n.op not in (Op.CONST, Op.PLACEHOLDER)}
+    assert [s.captured for s in plan_segments(order, every)] == [False]
+
+
+def test_why_not_names_host_bound_ops():
+    i = tl.asarray(np.arange(4, dtype=np.int64))
+    assert "host" in why_not((i**i).node)
+    assert why_not((tl.asarray(np.ones(3)) ** 2.0).node) is None
+    assert "cuFFT" in why_not(tl.fft.fft(tl.asarray(np.ones(8))).node)
+    assert why_not(tl.asarray(np.ones(3)).node) is None  # leaves are inputs
+
+
+# ---- on a GPU -----------------------------------------------------------------------------------
+
+
+def _counters():
+    from tenloom.runtime.backends.cuda_graphs import COUNTERS
+
+    return dict(COUNTERS)
+
+
+@cuda
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+def test_captured_runs_equal_uncaptured_ones(dtype):
+    value, ts = _lattice(4, 3, dtype, seed=2)
+    grads = tl.grad(value.real if dtype.startswith("c") else value, ts)
+    want = tl.evaluate(value, *grads, device="cuda:0", cuda_graphs=False)
+    before = _counters()
+    # evaluate's program is captured on its second run, replayed after; the graph a repeated
+    # evaluate promotes to (a longer path search) is a new program, captured again
+    runs = [tl.evaluate(value, *grads, device="cuda:0") for _ in range(6)]
+    assert _counters()["captures"] > before["captures"]
+    mid = _counters()
+    runs += [tl.evaluate(value, *grads, device="cuda:0") for _ in range(2)]
+    after = _counters()
+    assert after["replays"] == mid["replays"] + 2 and after["captures"] == mid["captures"]
+    tol = 2e-5 if dtype in ("float32", "complex64") else 1e-12
+    for run in runs:
+        for got, exp in zip(run, want):
+            assert got.dtype == exp.dtype and got.shape == exp.shape
+            np.testing.assert_allclose(got, exp, rtol=tol, atol=tol * np.abs(exp).max())
+    for got, exp in zip(runs[-1], runs[-2]):  # two replays: the same bits
+        np.testing.assert_array_equal(got, exp)
+
+
+@cuda
+def test_replays_read_new_input_values():
+    import cupy as cp
+
+    x = tl.placeholder((32, 48), "float32", name="x")
+    w = RNG.standard_normal((48, 16)).astype(np.float32)
+    y = tl.tanh(x @ tl.asarray(w)).sum(axis=1) * 2.0
+    plan = tl.compile([y, x.T @ x], [x], device="cuda:0")
+    before = _counters()
+    for k in range(5):
+        v = RNG.standard_normal((32, 48)).astype(np.float32)
+        # host arrays and device arrays alike
+        out = plan(v if k % 2 else cp.asarray(v))
+        np.testing.assert_allclose(out[0], np.tanh(v @ w).sum(axis=1) * 2, rtol=1e-4)
+        np.testing.assert_allclose(out[1], v.T @ v, rtol=1e-4, atol=1e-4)
+    after = _counters()
+    assert after["captures"] == before["captures"] + 1
+    assert after["replays"] == before["replays"] + 3
+    assert plan.cuda_graphs[0].startswith("captured graph")
+
+
+@cuda
+def test_device_inputs_of_any_layout_and_dtype_are_copied_in():
+    """Device inputs go into the captured buffers by one gather kernel: offset, transposed,
+    strided and negative-stride views, item sizes 1 to 16 bytes."""
+    specs = [
+        ("complex128", (4, 3)),
+        ("float32", (3, 4)),
+        ("int8", (4,)),
+        ("int16", (2, 4)),
+        ("float64", (2, 3, 4)),
+    ]
+    xs = [tl.placeholder(shape, dt, name=f"x{k}") for k, (dt, shape) in enumerate(specs)]
+    plan = tl.compile([x * 2 + 1 for x in xs], xs, device="cuda:0")
+
+    def view(big, shape, k):
+        lead = (k,) * (3 - len(shape))
+        if k == 0:  # an offset block
+            return big[lead + tuple(slice(1, 1 + n) for n in shape)]
+        if k == 1:  # transposed
+            return big[lead + tuple(slice(0, n) for n in shape[::-1])].T
+        if k == 2:  # every other element
+            return big[lead + tuple(slice(0, 2 * n, 2) for n in shape)]
+        return big[lead + tuple(slice(n - 1, None, -1) for n in shape)]  # reversed
+
+    for k in range(4):
+        host, dev = [], []
+        for dt, shape in specs:
+            big = (RNG.standard_normal((9, 9, 9)) * 10).astype(dt)
+            v = view(big, shape, k)
+            assert v.shape == shape
+            host.append(np.ascontiguousarray(v))
+            dev.append(_to_device(big, v))
+        for g, h in zip(plan(*dev), host):
+            np.testing.assert_array_equal(g, h * 2 + 1)
+
+
+def _to_device(big: np.ndarray, view: np.ndarray):
+    """The CuPy view of ``cupy.asarray(big)`` with ``view``'s offset, shape and strides."""
+    import cupy as cp
+
+    dbig = cp.asarray(big)
+    offset = view.__array_interface__["data"][0] - big.__array_interface__["data"][0]
+    mem = cp.cuda.MemoryPointer(dbig.data.mem, dbig.data.ptr - dbig.data.mem.ptr + offset)
+    return cp.ndarray(view.shape, view.dtype, mem, strides=view.strides)
+
+
+@cuda
+def test_outputs_survive_the_next_replay():
+    import cupy as cp
+
+    x = tl.placeholder((8, 8), "float64", name="x")
+    plan = tl.compile([x @ x + 1.0], [x], device="cuda:0", to_host=False)
+    vs = [RNG.standard_normal((8, 8)) for _ in range(4)]
+    outs = [plan(v)[0] for v in vs]
+    assert all(isinstance(o, cp.ndarray) for o in outs)
+    for v, o in zip(vs, outs):
+        np.testing.assert_allclose(cp.asnumpy(o), v @ v + 1.0, rtol=1e-12)
+
+
+@cuda
+def test_an_uncapturable_op_runs_in_segments():
+    x = tl.placeholder((6, 6), "float64", name="x")
+    b = RNG.standard_normal((6, 6))
+    y = tl.exp(tl.linalg.inv(tl.sin(x) @ tl.asarray(b) + 6 * tl.asarray(np.eye(6))) @ b)
+    plan = tl.compile([y], [x], device="cuda:0")
+    for _ in range(4):
+        v = RNG.standard_normal((6, 6))
+        want = np.exp(np.linalg.inv(np.sin(v) @ b + 6 * np.eye(6)) @ b)
+        np.testing.assert_allclose(plan(v)[0], want, rtol=1e-10)
+    lines = plan.cuda_graphs
+    assert [x.split(":")[0] for x in lines] == ["captured graph", "from Python", "captured graph"]
+
+
+@cuda
+def test_steps_whose_capture_fails_run_from_python(monkeypatch):
+    """With the capturable GEMM kernel taken away, cupy.matmul refuses capture at every
+    contraction: each such step is marked, the rest still captured, results unchanged."""
+    from tenloom.runtime.backends import cuda_graphs
+
+    monkeypatch.setattr(cuda_graphs, "contract_kernel", lambda node, dev: None)
+    x = tl.placeholder((16, 16), "float32", name="x")
+    y = tl.sin(tl.exp(x * 0.1) @ x) * 2 + 1
+    plan = tl.compile([y], [x], device="cuda:0")
+    before = _counters()
+    for _ in range(3):
+        v = RNG.standard_normal((16, 16)).astype(np.float32)
+        np.testing.assert_allclose(
+            plan(v)[0], np.sin(np.exp(v * 0.1) @ v) * 2 + 1, rtol=1e-4, atol=1e-5
+        )
+    assert _counters()["refused"] > before["refused"]
+    lines = plan.cuda_graphs
+    assert any("capture failed: NotImplementedError" in x for x in lines), lines
+    assert any(x.startswith("captured graph") for x in lines), lines
+
+
+@cuda
+def test_cuda_graphs_false_turns_capture_off():
+    value, ts = _lattice(3, 3, "float32", seed=3)
+    before = _counters()
+    for _ in range(3):
+        value.evaluate(device="cuda:0", cuda_graphs=False)
+    x = tl.placeholder((4, 4), "float32", name="x")
+    plan = tl.compile([x @ x], [x], device="cuda:0", cuda_graphs=False)
+    for _ in range(3):
+        plan(np.eye(4, dtype=np.float32))
+    assert _counters() == before
+    assert plan.cuda_graphs is None
+
+
+@cuda
+def test_explain_lists_the_lattice_value_and_grad_segments():
+    value, ts = _lattice(8, 6, "float32")
+    grads = tl.grad(value, ts)
+    report = tl.explain(value, *grads, device="cuda:0")
+    assert 1 <= report.captured_segments <= 2, report.cuda_graphs
+    assert "CUDA graphs" in str(report)
+
+
+@cuda
+def test_sliced_network_captures_its_slices_within_the_limit():
+    import cupy as cp
+    from tenloom.runtime.backends import cuda_graphs
+    from tenloom.runtime.sliced import LAST_RUN
+
+    value, _ = _lattice(5, 6, "float64", seed=4)
+    limit = 200_000
+    want = value.evaluate(device="cuda:0", optimize="greedy", memory_limit=limit, cuda_graphs=False)
+    known = {id(st) for st in cuda_graphs._LIVE}
+    before = _counters()
+    for _ in range(2):
+        got = value.evaluate(device="cuda:0", optimize="greedy", memory_limit=limit)
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+    assert LAST_RUN.slices[0] > 2
+    after = _counters()
+    assert after["captures"] > before["captures"]  # the slice program, captured at slice 2
+    assert after["replays"] >= before["replays"] + LAST_RUN.slices[0] - 2
+    new = [st for st in cuda_graphs._LIVE if id(st) not in known and st.ready]
+    assert new
+    for st in new:  # each captured slice program's own memory: its inputs, values, outputs
+        held = st.pool.total_bytes()
+        print(f"captured program pool: {held} bytes (limit {limit})")
+        assert held <= limit
+    cp.cuda.Device().synchronize()
