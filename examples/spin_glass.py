@@ -18,7 +18,8 @@ hyperedge). Lazy ``tl.einsum`` calls on these tensors:
   With tied ground states (+-J glasses have many; the global flip alone pairs them) it marks
   the union of them all, so the gradient is taken of the network with a small random field
   eps_i s_i added (sum |eps_i| < 1/4, below the gap of 1 between integer energies), whose
-  optimum is one of the ground states. That configuration's energy, computed directly from J
+  optimum is one of the ground states (with real couplings and no fields, s_0 is clamped to
+  +1 instead, against the global flip). That configuration's energy, computed directly from J
   and h, must equal E0.
 
 Up to ``--max-brute`` spins (default 20) the 2^n energies are also enumerated with NumPy.
@@ -137,13 +138,19 @@ def main(argv: list[str] | None = None) -> dict:
     neg = [tl.asarray(a) for a in neg_v + neg_e]
     counted = tl.einsum(*[x for t, s in zip(neg, subs) for x in (t, s)], [], semiring="count")
     # one optimal configuration: the gradient of the minimum with respect to the vertex
-    # tensors marks every entry some optimal configuration uses, so tied ground states (+-J
-    # glasses have many) are told apart first by a small random field eps_i s_i,
-    # sum |eps_i| < 1/4: with integer couplings and fields every excited state lies at least 1
-    # above E0, so the perturbed optimum is one of the ground states (and generically unique)
+    # tensors marks every entry some optimal configuration uses, so tied ground states are
+    # told apart first. Integer couplings and fields (+-J glasses have many ties): a small
+    # random field eps_i s_i, sum |eps_i| < 1/4; every excited state lies at least 1 above E0,
+    # so the perturbed optimum is one of the ground states (and generically unique). Real
+    # couplings without fields: the global flip pairs every state with its mirror, so s_0 is
+    # clamped to +1 (V_0 = (0, +inf): the other value never optimal), which keeps E0.
     exact = bool(np.all(np.round(J) == J) and np.all(h == np.round(h)))
     eps = tie_breaker(n, args.seed) if exact else np.zeros(n)
     tb_vertex, tb_edge, _ = network(edges, J, h + eps, "float64")
+    tie_break = "a random field eps_i s_i" if exact else "none needed"
+    if not exact and not np.any(h):
+        tb_vertex[0] = np.array([0.0, np.inf])
+        tie_break = "s_0 clamped to +1"
     tb = [tl.asarray(v) for v in tb_vertex]
     tb_ops = [x for t, s in zip(tb + [tl.asarray(a) for a in tb_edge], subs) for x in (t, s)]
     e_tb = tl.einsum(*tb_ops, [], semiring="min_plus")
@@ -172,8 +179,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"counting semiring: max(-H) = {float(count[0]):.6f}, degeneracy = {degeneracy:.0f}")
     print("optimal configuration from tl.grad: " + "".join("+" if s > 0 else "-" for s in spins))
     print(
-        f"gradient one-hot per vertex: {one_hot}  (tie-breaking field: {exact}, "
-        f"perturbed minimum {float(perturbed):.6f})"
+        f"gradient one-hot per vertex: {one_hot}  (ties broken by {tie_break}: "
+        f"minimum {float(perturbed):.6f})"
     )
     print(f"energy of the configuration = {config_energy:.6f}  (E0 = {energy0:.6f})")
     out = {"n": n, "energy": energy0, "degeneracy": degeneracy, "spins": spins}

@@ -718,6 +718,17 @@ def test_spin_glass_continuous_couplings_optimum_from_the_gradient(seed):
     np.testing.assert_array_equal(out["spins"], best)
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_spin_glass_real_couplings_without_fields(seed):
+    """The global flip pairs every state (degeneracy 2, counted exactly); the example clamps
+    s_0 = +1 and reads one of the pair from the gradient."""
+    out, _ = quiet(spin_glass.main, ["--n", "16", "--seed", str(seed), "--couplings", "gauss"])
+    assert out["degeneracy"] == out["brute_degeneracy"] == 2
+    assert out["energy"] == pytest.approx(out["brute_energy"], rel=1e-12)
+    assert out["one_hot"] and out["spins"][0] == 1.0
+    assert out["config_energy"] == pytest.approx(out["brute_energy"], rel=1e-12)
+
+
 @pytest.mark.parametrize(
     ("kind", "n", "seed"),
     [("gnp", 14, 0), ("gnp", 16, 1), ("gnp", 18, 2), ("regular", 16, 3), ("regular", 20, 4)],
