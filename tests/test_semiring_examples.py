@@ -498,9 +498,9 @@ def test_max_times_gradients(seed):
 @pytest.mark.parametrize("semiring", ["max_plus", "min_plus"])
 @pytest.mark.parametrize("seed", range(6))
 def test_tied_tropical_gradients_mark_every_optimal_configuration(seed, semiring):
-    """Integer weights (ties): the union of the optimal configurations' entries, as
-    documented, in float64 and int64 operands alike (the gradient of an integer network is
-    float64 here? no: it has the operands' dtype; compared as numbers)."""
+    """Integer-valued float64 weights (ties): each output entry's weight on the union of its
+    optimal configurations' entries, as graph/ops/semiring.py documents (integer tensors
+    have no gradient: tl.grad refuses them with a DTypeError, as for ordinary networks)."""
     shapes, subs, out = random_network(seed + 40)
     arrays = operands(shapes, "float64", seed, integer_valued=True)
     w = np.random.default_rng(seed).standard_normal(np.shape(reference(arrays, subs, out, "sum")))
@@ -651,6 +651,9 @@ def test_errors():
     y = tl.einsum("ij,jk->ik", a, b, semiring="count")
     with pytest.raises(tl.DTypeError, match=r"semiring='count'\) has no gradient"):
         tl.grad(tl.sum(y), [a])
+    k = tl.asarray(np.ones((2, 3), np.int64))
+    with pytest.raises(tl.DTypeError, match="grad: cannot differentiate.*int64"):
+        tl.grad(tl.sum(tl.einsum("ij,jk->ik", k, k.T, semiring="max_plus")), [k])
     x = tl.placeholder((2, 3), "float64", name="x")
     with pytest.raises(tl.DTypeError, match=r"jvp: einsum\(semiring='count'\) has no derivative"):
         tl.jvp(tl.einsum("ij,jk->ik", x, b, semiring="count"), [x], [tl.asarray(np.ones((2, 3)))])
