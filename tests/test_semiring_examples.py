@@ -15,6 +15,7 @@ import networkx as nx
 import numpy as np
 import pytest
 from helpers import assert_close
+from tenloom.runtime.sliced import LAST_RUN
 
 import tenloom as tl
 
@@ -368,7 +369,10 @@ def test_sliced_networks(seed, semiring, threads):
         nets.append((dtype, arrays, lazy(arrays, subs, out, semiring)))
     for dtype, arrays, y in nets:
         limit = slicing_limit(y)
+        text = str(tl.explain(y, memory_limit=limit))
+        assert f"({semiring} semiring), sliced over" in text, text
         (got,) = tl.evaluate(y, memory_limit=limit, threads=threads)
+        assert sum(LAST_RUN.slices) > 1  # it ran sliced
         check(got, reference(arrays, subs, out, semiring), semiring, dtype)
 
 
