@@ -21,12 +21,12 @@
      ``--small-gemm`` multiply-adds per batch entry, or with a batch, done by one NumPy
      broadcast-max.
 
-   The three values must agree exactly (integer energies in float32).
+   The four values must agree exactly (integer energies in float32), and tenloom's plan must
+   cost the tree's flops (twice its multiply-adds) unless ``--search``.
 2. The max-plus GEMM C[i, j] = max_k A[i, k] + B[k, j], 2048^3 float32: ``tl.matmul(a, b,
    semiring="max_plus")`` (compiled plan) against ``tropical_gemm``'s batched entry point
-   (one matrix) and its ``maxplus_matmul_2d``; with
-   ``--numpy-gemm`` also a NumPy broadcast-max loop over blocks of k (timed once: tens of
-   seconds).
+   (one matrix) and its ``maxplus_matmul_2d``; with ``--numpy-gemm`` also a NumPy
+   broadcast-max loop over blocks of k (timed once: about 7 s here).
 
 Rounds are interleaved (the order turns each round) after a warm-up; medians and minima are
 printed with the ratio tenloom / peer (goal <= 1.1 against the fastest peer). The machine is
@@ -216,6 +216,8 @@ def network_benchmark(args) -> dict:
     t_compile = time.perf_counter() - t0
     report = tl.explain(value, **opts)
     print(f"tenloom: compiled in {t_compile:.2f} s; its plan: {report.after.flops:.4g} flops")
+    if not args.search:  # the plan contracts over the given path
+        assert report.after.flops == 2 * tree.contraction_cost(), report.after.flops
 
     gemm = tropical_gemm.maxplus_matmul_2d
     cases = {
