@@ -11,7 +11,9 @@ gradient with respect to all 64 tensors ("value+grad"):
 - tenloom ``tl.compile`` with the 64 tensors as placeholders, called with CuPy arrays (each call
   copies them into the captured input buffers), to_host=False, captured and not;
 - jax.jit of cotengra's tree (tenloom's "auto" search budget: benchmarks/peers.py
-  ``peer_tree``) and ``jax.value_and_grad`` of it, on device arrays;
+  ``peer_tree``) and ``jax.value_and_grad`` of it, on device arrays, at matmul precision
+  "highest" (float32, as tenloom and torch compute; ``--jax-default`` adds JAX's default, which
+  lets the GPU use TF32);
 - torch on CUDA along the same tree, autograd for the gradient.
 
 and a sliced run: the lattice 8x8 D=6 float32 forward under a memory limit, captured slices
@@ -69,6 +71,25 @@ def timed(what: str, fn, sync, repeats: int) -> float:
     return statistics.median(ts)
 
 
+def graph_gpu_ms(plan, repeats: int = 10) -> float:
+    """GPU time of one replay's graphs alone (their inputs as the last call left them)."""
+    import cupy as cp
+
+    st = plan.program.captured
+    stream = st.dev.stream
+    ts = []
+    for _ in range(repeats):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record(stream)
+        for g in st.graphs:
+            if g is not None:
+                g.launch(stream)
+        b.record(stream)
+        b.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(a, b) / 1e3)
+    return statistics.median(ts)
+
+
 def network(inputs, output, ts):
     labels: dict = {}
     args: list = []
@@ -113,6 +134,8 @@ def bench_tenloom(inputs, output, arrays, repeats, sync):
             f"compile_value_grad_{tag}", lambda: both(*dev), sync, repeats
         )
         if on:
+            out["compile_forward_graph_gpu"] = graph_gpu_ms(fwd)
+            out["compile_value_grad_graph_gpu"] = graph_gpu_ms(both)
             out["compile_value_grad_segments"] = both.cuda_graphs
             v = both(*dev)
             out["value"] = float(cp.asnumpy(v[0]))
@@ -135,14 +158,17 @@ def _tree(inputs, output, arrays):
     return peer_tree(ctg, inputs, output, sizes, "auto")
 
 
-def bench_jax(inputs, output, arrays, repeats):
+def bench_jax(inputs, output, arrays, repeats, precision: str = "highest"):
+    """jax.jit at JAX's matmul ``precision``: "highest" is float32 throughout (tenloom's and
+    torch's arithmetic here), "default" lets XLA use TF32 on the GPU."""
     import jax
     import jax.numpy as jnp
 
     tree = _tree(inputs, output, arrays)
 
     def f(*xs):
-        return tree.contract(list(xs), backend="jax")
+        with jax.default_matmul_precision(precision):
+            return tree.contract(list(xs), backend="jax")
 
     fj = jax.jit(f)
     gj = jax.jit(jax.value_and_grad(f, argnums=tuple(range(len(arrays)))))
@@ -215,6 +241,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--out", default="benchmarks/results/cuda_graphs.json")
     ap.add_argument("--limit", default="1 MB")
+    ap.add_argument(
+        "--jax-default", action="store_true", help="also jax.jit at its default (TF32) precision"
+    )
     args = ap.parse_args()
     import cupy as cp
 
@@ -224,7 +253,9 @@ def main() -> None:
     log("start")
     res["tenloom"] = bench_tenloom(inputs, output, arrays, args.repeats, sync)
     try:
-        res["jax"] = bench_jax(inputs, output, arrays, args.repeats)
+        res["jax"] = bench_jax(inputs, output, arrays, args.repeats, "highest")
+        if args.jax_default:
+            res["jax_default"] = bench_jax(inputs, output, arrays, args.repeats, "default")
     except Exception as e:  # noqa: BLE001 - reported, the rest still runs
         res["jax"] = {"error": f"{type(e).__name__}: {e}"}
     try:
@@ -256,7 +287,14 @@ def main() -> None:
         rf = f"{t[f] / jf:.2f}x" if jf else "-"
         rg = f"{t[g] / jg:.2f}x" if jg else "-"
         print(f"{name:34}{t[f] * 1e3:>10.3f}{t[g] * 1e3:>12.3f}{rf:>10}{rg:>10}")
-    for name, r in (("jax.jit", j), ("torch", p)):
+    print(
+        f"{'  of which GPU time in the graphs':34}{t['compile_forward_graph_gpu'] * 1e3:>10.3f}"
+        f"{t['compile_value_grad_graph_gpu'] * 1e3:>12.3f}"
+    )
+    peers = [("jax.jit (highest)", j), ("torch", p)]
+    if "jax_default" in res:
+        peers.insert(1, ("jax.jit (default, TF32)", res["jax_default"]))
+    for name, r in peers:
         if "error" in r:
             print(f"{name:34}{r['error']}")
         else:

@@ -148,23 +148,46 @@ def _device(backend: Any) -> _Device:
     return d
 
 
-def _matrix(x, batch: int, rows: int):
-    """An operand grouped as (batch axes, row axes, column axes) (a view; ``batch`` and
-    ``rows`` count axes) as a 3-d matrix stack and whether cuBLAS reads it transposed: as it
-    is where C-ordered, a transposed view where the swap of rows and columns is C-ordered,
-    else a C-ordered copy."""
-    shape = x.shape
-    nb = int(np.prod(shape[:batch], dtype=np.int64))
+def _merged(shape: tuple, strides: tuple, axes: range) -> tuple[int, int] | None:
+    """The size and byte stride of ``axes`` taken as one axis, or None where their memory is
+    not one arithmetic progression (size-1 axes left out; no axis: size 1)."""
+    kept = [k for k in axes if shape[k] != 1]
+    if not kept:
+        return 1, 0
+    n = 1
+    for a, b in zip(kept, kept[1:]):
+        if strides[a] != strides[b] * shape[b]:
+            return None
+    for k in kept:
+        n *= shape[k]
+    return n, strides[kept[-1]]
+
+
+def _operand(x, batch: int, rows: int):
+    """How cuBLAS reads an operand grouped as (batch axes, row axes, column axes) (a view;
+    ``batch`` and ``rows`` count axes): (array to keep, its address, leading dimension, batch
+    stride, transposed), in elements. In place wherever each group is one progression, the
+    batch stride non-negative and the rows or the columns of unit stride (a transposed read);
+    else from a C-ordered copy."""
+    shape, strides, item = x.shape, x.strides, x.itemsize
+    n = x.ndim
+    groups = [_merged(shape, strides, r) for r in (range(batch), range(batch, batch + rows))]
+    groups.append(_merged(shape, strides, range(batch + rows, n)))
+    if None not in groups:
+        (nb, sb), (nr, sr), (nc, sc) = groups
+        if nc == 1:
+            sc = item
+        if nr == 1:
+            sr = max(nc, 1) * item if sc == item else item
+        if sb >= 0 and sb % item == 0:
+            if sc == item and sr % item == 0 and sr // item >= max(nc, 1):
+                return x, x.data.ptr, sr // item, sb // item, False
+            if sr == item and sc % item == 0 and sc // item >= max(nr, 1):
+                return x, x.data.ptr, sc // item, sb // item, True
     nr = int(np.prod(shape[batch : batch + rows], dtype=np.int64))
     nc = int(np.prod(shape[batch + rows :], dtype=np.int64))
-    if x.flags.c_contiguous:
-        return x.reshape(nb, nr, nc), False
-    n = x.ndim
-    swap = (*range(batch), *range(batch + rows, n), *range(batch, batch + rows))
-    xt = x.transpose(swap)
-    if xt.flags.c_contiguous:
-        return xt.reshape(nb, nc, nr), True
-    return cp.ascontiguousarray(x).reshape(nb, nr, nc), False
+    c = cp.ascontiguousarray(x)
+    return c, c.data.ptr, max(nc, 1), nr * nc, False
 
 
 def contract_kernel(node: Any, dev: _Device):
@@ -192,9 +215,11 @@ def contract_kernel(node: Any, dev: _Device):
             y = y.sum(axis=g.b_only, dtype=dt)
         x = x.astype(dt, copy=False).transpose(g.perm_a)
         y = y.astype(dt, copy=False).transpose(g.perm_b)
-        am, at = _matrix(x, nbat, nleft)  # (nb, nl, nk), or (nb, nk, nl) read transposed
-        bm, bt = _matrix(y, nbat, ncon)
-        nb = am.shape[0]
+        # A[nb, nl, nk] and B[nb, nk, nr], each read in place where cuBLAS can (transposed or
+        # not, any batch stride), else copied
+        a_keep, a_ptr, lda, sa, at = _operand(x, nbat, nleft)
+        b_keep, b_ptr, ldb, sb, bt = _operand(y, nbat, ncon)
+        nb = g.nb
         c = cp.empty((nb, nl, nr), dt)
         # row-major C = A @ B is column-major C^T = B^T A^T: B goes first
         status = gemm(
@@ -205,14 +230,14 @@ def contract_kernel(node: Any, dev: _Device):
             nl,
             nk,
             one,
-            bm.data.ptr,
+            b_ptr,
             dtype_id,
-            nk if bt else nr,
-            nk * nr,
-            am.data.ptr,
+            ldb,
+            sb,
+            a_ptr,
             dtype_id,
-            nl if at else nk,
-            nl * nk,
+            lda,
+            sa,
             zero,
             c.data.ptr,
             dtype_id,
@@ -223,6 +248,7 @@ def contract_kernel(node: Any, dev: _Device):
             -1,
         )
         _check(status, "cublasGemmStridedBatchedEx")
+        del a_keep, b_keep  # (a copy's memory goes back to the pool once the GEMM is queued)
         c = c.reshape(g.c_shape)
         return c if perm_c is None else c.transpose(perm_c)
 
