@@ -561,6 +561,7 @@ def _output_node(steps: list, slots: list, slot: int):
 # each program's capture is its attribute ``captured`` (it goes with the program); every live
 # one is in _LIVE too (captured_bytes)
 _LIVE: "weakref.WeakSet[Captured]" = weakref.WeakSet()
+_UNAVAILABLE: list[str] = []  # why capture cannot run in this process (cuBLAS not reached)
 _STATE_LOCK = threading.Lock()
 
 
@@ -584,7 +585,16 @@ def replay(backend: Any, prog: Any, feed: dict, upload: bool, device: str | None
     st.runs += 1
     if st.runs <= capture.CAPTURE_AFTER or not st.worthwhile:
         return None
-    dev = _device(backend)
+    if _UNAVAILABLE:
+        return None
+    try:
+        dev = _device(backend)
+    except CaptureError as e:  # no cuBLAS to call: every run step by step, said once
+        import warnings
+
+        _UNAVAILABLE.append(str(e))
+        warnings.warn(f"{e}; programs run step by step", RuntimeWarning, stacklevel=2)
+        return None
     if not dev.lock.acquire(blocking=False):
         return None
     try:
