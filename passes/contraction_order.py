@@ -588,7 +588,7 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
     sliced = None
     if limit is not None and len(items) >= 2:
         from tenloom.graph.errors import MemoryLimitError
-        from tenloom.passes.slicing import slice_to_fit
+        from tenloom.passes.slicing import DearerError, slice_to_fit
 
         best = failed = None
         # the fewest-flops tree may be too wide to slice well: the search's other trees and the
@@ -597,6 +597,13 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
         alts = alternative_paths(item_terms, out, sizes, options, node.dtype.kind == "c")
         starts = [path, *tried, *alts]
         for start in dict.fromkeys(starts):
+            # slicing never makes a tree cheaper than it is unsliced: a start already as dear
+            # as the best sliced tree so far cannot win, and one that grows as dear while it
+            # is sliced stops there (each step reconfigures the whole tree: slicing a wide
+            # chain order of a 250-tensor network step after step took half a minute)
+            bound = None if best is None else best[0]
+            if bound is not None and path_cost(item_terms, out, sizes, start) >= bound:
+                continue
             try:
                 found = slice_to_fit(
                     item_terms,
@@ -609,7 +616,10 @@ def build_tree(node: Node, options: Options, stats: dict, nest=None) -> Node:
                     options.reverse_sweep,  # tl.grad: room for the reverse sweep
                     options.threads or 1,  # threads share the memory: slices fit at once
                     beside=beside,
+                    bound=bound,
                 )
+            except DearerError:
+                continue
             except MemoryLimitError as e:
                 failed = failed or e
                 continue

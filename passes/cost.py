@@ -15,7 +15,7 @@ from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, OpKind
 from tenloom.graph.ops.contract import network_madds, pairwise_madds  # noqa: F401  (re-exported)
-from tenloom.graph.ops.sliced import path_steps, slice_peak_bytes
+from tenloom.graph.ops.sliced import path_steps, slice_itemsize, slice_peak_bytes
 from tenloom.passes.eliminate_permutations import plan_contraction
 
 
@@ -52,7 +52,7 @@ def transient_bytes(node: Node) -> int:
     """Memory a node needs only while it runs: one slice of a SLICED network."""
     if node.op is not Op.SLICED:
         return 0
-    return slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], node.dtype.itemsize)
+    return slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], slice_itemsize(node))
 
 
 def peak_bytes(graph: Graph, order: list[Node] | None = None) -> int:

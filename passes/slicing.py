@@ -102,12 +102,15 @@ def slice_to_fit(
     reverse: bool | str = False,
     workers: int = 1,
     beside: int = 0,
+    bound: float | None = None,
 ):
     """``(sliced, path)`` making the network's per-slice peak plus what slicing cannot shrink
     (``fixed_bytes``, and ``beside``: bytes live beside the network) fit ``limit``; ``None``
     when it fits unsliced. Raises MemoryLimitError, before searching, when no slicing can fit.
     With ``reverse``, the slices must also hold the network's reverse sweep (gradients); with
-    ``"forward"``, its forward-mode tangents.
+    ``"forward"``, its forward-mode tangents. ``bound``: the multiply-adds of a sliced tree
+    already found; DearerError as soon as this one's slices cost as much (the caller keeps
+    the other).
 
     ``workers`` (the ``threads=`` of the run) does not shape the slicing: explain, evaluate and
     every thread count get the same plan, and the runtime runs as many slices at once as the
@@ -167,6 +170,8 @@ def slice_to_fit(
         if peak <= room:
             result = (sliced, new_path)
             break
+        if bound is not None and float(tree.contraction_cost()) >= bound:
+            raise DearerError
     if bar is not None:
         bar.close()
     if result is None:
@@ -193,6 +198,10 @@ def slicing_overhead(attrs: tuple, shapes: tuple) -> float:
     for lab, _ in sliced:
         tree.remove_ind_(lab)
     return float(tree.contraction_cost()) / max(unsliced, 1.0)
+
+
+class DearerError(Exception):
+    """slice_to_fit's tree grew as dear as the ``bound`` it was given (internal)."""
 
 
 def check_overhead(attrs: tuple, shapes, limit: int, caller: str) -> None:

@@ -413,3 +413,14 @@ def test_every_device_matches_brute_force_and_slices_where_it_can(device, semiri
     else:
         got = t.evaluate(device=device, memory_limit=limit)
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_a_sliced_count_network_counts_its_pairs_in_the_peak():
+    rng = np.random.default_rng(13)
+    terms = [(i, (i + 1) % 6) for i in range(6)]
+    arrays = ring_inputs(rng, "count", [(6, 6)] * 6)
+    t = tl.einsum(*network_args(arrays, terms, ()), semiring="count")
+    report = tl.explain(t, memory_limit=1200)
+    (summary,) = report.slicing
+    # the table's peak holds at least one slice of (value, count) pairs, as the runner does
+    assert report.after.peak_bytes >= summary["peak_per_slice"]

@@ -327,3 +327,16 @@ def test_dask_slice_tasks_run_under_the_callers_deterministic_flag(monkeypatch):
         sliced.run_chunk(node.attrs, shapes, dtypes, "cpu", 0, 2, 0.0, det, *host)
         assert seen == [det, det]
     assert DETERMINISTIC.get() is False  # and the task leaves it as it found it
+
+
+def test_slicing_a_start_stops_once_it_is_as_dear_as_the_best_found():
+    from tenloom.passes.slicing import DearerError, slice_to_fit
+
+    terms = [(i, (i + 1) % 8) for i in range(8)]  # a ring of 16 x 16 matrices
+    sizes = dict.fromkeys(range(8), 16)
+    chain = tuple((0, 1) if k == 0 else (k + 1, 7 + k) for k in range(7))
+    found = slice_to_fit(terms, (), sizes, chain, 8, 1500)
+    assert found is not None and found[0]  # sliced to fit
+    # the same search, told a tree of fewer multiply-adds exists already, gives up
+    with pytest.raises(DearerError):
+        slice_to_fit(terms, (), sizes, chain, 8, 1400, bound=1.0)  # (1500 is cached)
