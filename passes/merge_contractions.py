@@ -40,12 +40,18 @@ def merge_contractions(graph: Graph, ctx: PassContext) -> Graph:
     deferred: set[int] = set()
     for node in graph.order:
         if node.op in _NETWORKS:
-            for i in node.inputs:
+            for i, t in zip(node.inputs, node.attrs.terms):
                 # only a call in the same dtype: NumPy computes a narrower call in its own dtype
                 # (a bool matmul is an OR of ANDs, int32 partial sums wrap) before its user
                 # widens the result, and one merged network would compute it in the wider one;
                 # and of the same semiring (never an ordinary network into a semiring one)
-                if _same_algebra(node, i) and counts.get(id(i), 0) == 1 and i.dtype == node.dtype:
+                # (a count result's term names its pair axis when read as raw weights: no)
+                if (
+                    _same_algebra(node, i)
+                    and len(t) == len(i.attrs.out)
+                    and counts.get(id(i), 0) == 1
+                    and i.dtype == node.dtype
+                ):
                     deferred.add(id(i))
     pending: dict[int, tuple] = {}  # id(deferred node) -> (node, its rewritten inputs)
     nesting: dict[int, tuple] = {}  # id(merged node) -> (node, nested operand positions)

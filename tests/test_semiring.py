@@ -424,3 +424,74 @@ def test_a_sliced_count_network_counts_its_pairs_in_the_peak():
     (summary,) = report.slicing
     # the table's peak holds at least one slice of (value, count) pairs, as the runner does
     assert report.after.peak_bytes >= summary["peak_per_slice"]
+
+
+# ---- regressions found by review -----------------------------------------------------------
+
+
+def test_unsliced_semiring_graphs_and_gradient_plans_round_trip(tmp_path):
+    t = tl.einsum("ab,bc->a", np.ones((3, 3)), np.arange(9.0).reshape(3, 3), semiring="max_plus")
+    tl.save(t, tmp_path / "t.json")
+    np.testing.assert_array_equal(tl.load(tmp_path / "t.json").evaluate(), t.evaluate())
+    p = tl.placeholder((3, 3), name="p")
+    y = tl.einsum("ab,bc->", p, np.ones((3, 3)), semiring="log_sum_exp")
+    plan = tl.compile(tl.grad(y, [p]), inputs=[p])
+    plan.save(tmp_path / "g.json")
+    x = np.arange(9.0).reshape(3, 3) / 9
+    np.testing.assert_array_equal(tl.load(tmp_path / "g.json")(x)[0], plan(x)[0])
+
+
+def test_a_count_result_read_as_raw_weights_is_not_merged():
+    a = np.zeros((1, 5))
+    c = tl.einsum("ij->i", a, semiring="count")  # [[0, 5]]: a (value, count) pair
+    d = tl.einsum("iz,i->", c, np.zeros(1), semiring="count")  # the pair read as weights
+    np.testing.assert_array_equal(d.evaluate(), d.evaluate(passes=()))
+    np.testing.assert_array_equal(d.evaluate(), [5.0, 1.0])
+    e = tl.einsum("iz->z", c, semiring="count")
+    np.testing.assert_array_equal(e.evaluate(), [[0.0, 1.0], [5.0, 1.0]])
+
+
+@pytest.mark.parametrize("device", device_params())
+@pytest.mark.parametrize("passes", [None, ()])
+def test_an_empty_sum_in_an_nary_network_is_the_zero(device, passes):
+    kw = {} if passes is None else {"passes": passes}
+    a, b = np.zeros((2, 0), np.int32), np.zeros((0, 2), np.int32)
+    c = -np.ones((2, 2), np.int32)
+    got = tl.einsum("ij,jk,kl->il", a, b, c, semiring="max_plus").evaluate(device=device, **kw)
+    assert np.all(got == np.iinfo(np.int32).min)
+    got = tl.einsum("ij,jk,kl->il", a, b, c, semiring="min_plus").evaluate(device=device, **kw)
+    assert np.all(got == np.iinfo(np.int32).max)
+    inf = np.full((2, 2), np.inf)
+    got = tl.einsum("ij,jk,kl->il", a * 1.0, b * 1.0, inf, semiring="max_plus")
+    assert np.all(got.evaluate(device=device, **kw) == -np.inf)
+    got = tl.einsum("ij,jk,kl->il", a * 1.0, b * 1.0, inf, semiring="count")
+    got = got.evaluate(device=device, **kw)
+    assert np.all(got[..., 0] == -np.inf) and np.all(got[..., 1] == 0)
+
+
+@pytest.mark.parametrize("device", device_params())
+def test_log_sum_exp_keeps_the_log_beside_large_shifts(device):
+    a = np.full((16, 16), 1e8, np.float32)
+    b = np.full((16, 16), -1e8, np.float32)
+    got = tl.einsum("ij,jk->ik", a, b, semiring="log_sum_exp").evaluate(device=device)
+    np.testing.assert_allclose(got, np.log(16.0), rtol=1e-6)
+
+
+def test_tropical_gradient_marks_the_optimum_only_beside_a_big_penalty():
+    x = tl.asarray(np.array([1.0, 2.0, 3e6], np.float32))
+    y = tl.asarray(np.array([3.0, 2.5, -3e6], np.float32))
+    z = tl.einsum("i,i->", x, y, semiring="max_plus")  # totals 4, 4.5, 0
+    (g,) = tl.grad(z, [x])
+    np.testing.assert_array_equal(g.evaluate(), [0.0, 1.0, 0.0])
+    close = tl.asarray(np.array([1000.0, 1000.0005], np.float32))
+    (g,) = tl.grad(tl.einsum("i->", close, semiring="max_plus"), [close])
+    np.testing.assert_array_equal(g.evaluate(), [0.0, 1.0])
+    (t,) = [tl.jvp(tl.einsum("i->", close, semiring="max_plus"), [close], [np.ones(2)])]
+    assert float(t.evaluate()) == 1.0
+
+
+def test_a_nan_value_counts_nothing():
+    got = tl.einsum("i,j->ij", np.array([np.nan, 1.0]), np.array([1.0, 2.0]), semiring="count")
+    got = got.evaluate()
+    assert np.isnan(got[0, :, 0]).all() and np.all(got[0, :, 1] == 0)
+    np.testing.assert_array_equal(got[1], [[2.0, 1.0], [3.0, 1.0]])

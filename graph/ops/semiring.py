@@ -40,14 +40,15 @@ Gradients (reverse mode; ``tl.grad``):
   and negative parts.
 - max_plus / min_plus: argmax back-propagation. For operand k, the network of the other operands
   over k's labels and the output's (the max-marginal "environment") gives, added to x_k, the
-  best total of every configuration through each entry of x_k; the entries whose best total
-  equals the output (within the rounding of the sums: n * eps * the operands' largest finite
-  magnitudes, exact for integers) are the optimal configuration's, and the cotangent of the
+  best total of every configuration through each entry of x_k; per output entry, the finite
+  entries whose best total is the best of x_k's entries (one array's max: exact, whatever
+  order the forward tree summed in) are the optimal configuration's, and the cotangent of the
   output flows to them. With a unique optimum that is the argmax configuration (a one-hot
   vector per variable tensor); with ties, every entry used by some optimal configuration is
-  marked (a valid subgradient set's union, not one configuration): break ties with a small
-  random term below the energy gap to read one configuration. The environment spans k's labels
-  and the output's, so this suits scalar or small outputs (energies, MAP values).
+  marked per operand (a set, not one configuration; summed over the uses of a tensor that
+  appears twice): break ties with a small random term below the energy gap to read one
+  configuration. The environment spans k's labels and the output's, so this suits scalar or
+  small outputs (energies, MAP values). Forward mode sums over the same set.
 - max_times: as max_plus, the indicator times the environment (the product of the others).
 - count: no gradient (it counts configurations).
 """
@@ -92,10 +93,12 @@ def semiring_dtype(semiring: str, dtypes: Sequence, where: str) -> np.dtype:
     in float32/float64 (float16 widened) or int32/int64 (small integers widened to int32, as the
     kernels take), log_sum_exp in float32 or float64 (integers: float64), count in float64."""
     dt = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
-    if dt.kind in "cb" or dt.kind not in "iuf":
+    kinds = [np.dtype(d).kind for d in dtypes]
+    if any(k not in "iuf" for k in kinds) or dt.kind not in "iuf":
+        bad = next(k for k, d in enumerate(dtypes) if np.dtype(d).kind not in "iuf")
         raise DTypeError(
-            f"{where}: semiring {semiring!r} takes real numbers; operands of dtypes "
-            f"{', '.join(str(np.dtype(d)) for d in dtypes)} give {dt}"
+            f"{where}: semiring {semiring!r} takes real numbers; operand {bad} is "
+            f"{np.dtype(dtypes[bad])} (operands: {', '.join(str(np.dtype(d)) for d in dtypes)})"
         )
     if semiring == "count":
         return np.dtype(np.float64)
@@ -228,6 +231,12 @@ def semiring_ref(xs, terms, out, semiring):
     needs them; for count, values and counts carried side by side."""
     xp = _xp(xs[0])
     dt = np.dtype(xs[0].dtype)
+    sizes: dict = {}
+    for x, t in zip(xs, terms):
+        sizes.update(zip(t, x.shape))
+    if any(sizes[lab] == 0 for lab in sizes if lab not in out):  # every entry an empty sum
+        shape = tuple(sizes[lab] for lab in out) + ((2,) if semiring == "count" else ())
+        return semiring_zeros(xp, shape, dt, semiring)
     items = []
     for x, t in zip(xs, terms):
         if semiring == "count":
@@ -261,6 +270,7 @@ def semiring_ref(xs, terms, out, semiring):
     v = xp.transpose(v, perm) if perm != tuple(range(len(perm))) else v
     if semiring == "count":
         c = xp.transpose(c, perm) if perm != tuple(range(len(perm))) else c
+        c = xp.where(xp.isnan(v), 0, c)  # a NaN value counts no configuration
         return xp.stack([v, c.astype(v.dtype)], axis=-1)
     return as_array(xp.asarray(v, dtype=dt))
 
@@ -307,7 +317,7 @@ def _check(ins, at, op):
     if not isinstance(terms, tuple) or not all(isinstance(t, tuple) for t in terms):
         raise BadFormat(f"{op}: terms must be tuples of labels")
     for t in (*terms, out):
-        check_ints(t, op, "labels")
+        check_ints(t, f"{op}: labels", 0)
     if semiring not in SEMIRINGS:
         raise BadFormat(f"{op}: unknown semiring {semiring!r}")
 
@@ -398,11 +408,6 @@ def _broadcast(v: Value, labels: Sequence, union: Sequence) -> Value:
     return T.reshape(v, shape) if shape != v.shape else v
 
 
-def _finite_abs_max(x: Value) -> Value:
-    a = T.abs(x)
-    return T.max(T.where(T.less(a, np.inf), a, 0))
-
-
 def _nonnegative_constant(g: Value) -> bool:
     """Whether the cotangent is a constant filled with a value >= 0 (``tl.grad`` of the
     network's value itself): its negative part is then zero."""
@@ -455,7 +460,7 @@ def _lse_cotangent(x, t, others, other_labels, out, y, g):
     return parts[0] if len(parts) == 1 else T.subtract(parts[0], parts[1])
 
 
-def _weights(x, t, others, other_labels, out, y, semiring, xs):
+def _weights(x, t, others, other_labels, out, y, semiring):
     """How the output moves with operand ``x`` (labels ``t``), over the union of ``t`` and the
     output's labels: d y[out] / d x[t] = W[t + out]. For the tropical semirings the indicator
     of the optimum's entries (times the product of the others for max_times); for log_sum_exp
@@ -478,15 +483,15 @@ def _weights(x, t, others, other_labels, out, y, semiring, xs):
         total = xk
     else:
         total = T.multiply(xk, env_b) if semiring == "max_times" else T.add(xk, env_b)
-    # the optimum's entries: their best total equals the output up to the rounding of the sums
-    # (each sums len(xs) terms, in an order that differs from the forward tree's)
-    eps = np.finfo(x.dtype).eps * 4 * (len(xs) + 1)
-    if semiring == "max_times":
-        scale = T.abs(yb)
-    else:
-        # the largest magnitude a sum of the operands' finite entries can reach
-        scale = sum((_finite_abs_max(v) for v in xs[1:]), _finite_abs_max(xs[0]))
-    hit = T.less_equal(T.abs(T.subtract(total, yb)), T.multiply(scale, eps))
+    # the optimum's entries: for each output entry, the entries of x whose best total is the
+    # best of x's entries (compared within one array, so the optimum's own entry is equal
+    # exactly, however the forward tree ordered its sums; a tolerance scaled by the operands'
+    # magnitudes marked entries a big penalty elsewhere put within rounding); never an
+    # infeasible entry (an infinite total)
+    own = tuple(i for i, lab in enumerate(union) if lab not in out)
+    pick = T.min if semiring == "min_plus" else T.max
+    best = pick(total, axis=own, keepdims=True) if own else total
+    hit = T.bitwise_and(T.equal(total, best), T.less(T.abs(total), np.inf))
     mask = T.astype(hit, x.dtype)
     if semiring == "max_times" and env_b is not None:
         mask = T.multiply(mask, env_b)  # d(x * env)/dx at the optimum
@@ -494,7 +499,7 @@ def _weights(x, t, others, other_labels, out, y, semiring, xs):
 
 
 def _tropical_cotangent(x, t, others, other_labels, out, y, g, semiring, xs):
-    w, union = _weights(x, t, others, other_labels, out, y, semiring, xs)
+    w, union = _weights(x, t, others, other_labels, out, y, semiring)
     # the cotangent of each output entry flows to the entries of x on its optimum
     return T.einsum([g, w], [list(out), union], list(t))
 
@@ -512,7 +517,7 @@ def _jvp(node, y, xs, ts):
             continue
         others = [(xs[j], terms[j]) for j in range(len(xs)) if j != k]
         other_labels = {lab for _, tj in others for lab in tj}
-        w, union = _weights(x, t, others, other_labels, out, y, semiring, xs)
+        w, union = _weights(x, t, others, other_labels, out, y, semiring)
         parts.append(T.einsum([w, tan], [union, list(t)], list(out)))
     if not parts:
         return None

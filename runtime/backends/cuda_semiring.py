@@ -228,9 +228,9 @@ def gemm(a, b, semiring: str):
     nb, m, k = a.shape
     n = b.shape[2]
     if k == 0:
-        from tenloom.runtime.kernels.semiring import zero
+        from tenloom.graph.ops.semiring import zero_of
 
-        return cp.full((nb, m, n), zero(semiring, dt), dt)
+        return cp.full((nb, m, n), zero_of(semiring, dt), dt)
     c = cp.empty((nb, m, n), dt)
     if c.size:
         args = (a, b, c, np.int64(nb), np.int64(m), np.int64(n), np.int64(k))

@@ -55,6 +55,7 @@ from tenloom.graph.ops.semiring import (  # noqa: F401  (SEMIRINGS, one_of: re-e
     check_semiring,
     is_pair,
     one_of,
+    semiring_zeros,
     zero_of,
 )
 
@@ -193,7 +194,11 @@ def _split(x, semiring: str, pair: bool):
 def _join(v, c, semiring: str, xp):
     if semiring != "count":
         return v
-    return xp.stack([v, xp.ones_like(v) if c is None else c], axis=-1)
+    c = xp.ones_like(v) if c is None else c
+    nan = xp.isnan(v)
+    if bool(nan.any()):  # a NaN value counts no configuration (as the OpenCL kernel gives)
+        c = xp.where(nan, 0.0, c)
+    return xp.stack([v, c], axis=-1)
 
 
 # ---- GEMM ------------------------------------------------------------------------------------
@@ -337,12 +342,22 @@ def _blocked(a, b, semiring: str, xp):
                 t = tmp[:, : i1 - i0, : k1 - k0]
                 _times(a[:, i0:i1, k0:k1, None], b[:, None, k0:k1, :], semiring, xp, out=t)
                 if k0 == 0:
-                    red(t, axis=2, out=cb)
+                    _reduce_into(red, t, cb, xp)
                 else:
                     p = part[:, : i1 - i0]
-                    red(t, axis=2, out=p)
+                    _reduce_into(red, t, p, xp)
                     merge(cb, p, out=cb)
     return c
+
+
+def _reduce_into(red, t, out, xp) -> None:
+    """``red`` over axis 2 of ``t`` into ``out``. CuPy's min with ``out=`` fails in its CUB
+    path under NumPy 2 (a TypeError comparing dtype classes, measured on CuPy 14.2): CuPy
+    writes a fresh result into ``out`` instead."""
+    if xp is np:
+        red(t, axis=2, out=out)
+    else:
+        out[...] = red(t, axis=2)
 
 
 def _count_blocked(av, ac, bv, bc, xp):
@@ -394,7 +409,7 @@ def _lse_gemm(a, b, xp):
         ma = xp.where(xp.isfinite(ma), ma, 0).astype(dt, copy=False)
         mb = xp.where(xp.isfinite(mb), mb, 0).astype(dt, copy=False)
         s = xp.matmul(xp.exp(a - ma), xp.exp(b - mb))
-        c = xp.log(s) + ma + mb
+        c = xp.log(s) + (ma + mb)  # the shifts first: log(s) is not absorbed into a large one
         low = s < dt.type(min(float(fi.max), k * float(fi.tiny) / float(fi.eps)))
         # rows (columns) with no term above -inf are -inf exactly: not recomputed
         low &= xp.any(a > -xp.inf, axis=2, keepdims=True) & xp.any(
@@ -576,6 +591,12 @@ def einsum_kernel(terms, out, semiring: str):
             if v.ndim != len(t):
                 raise ShapeError(f"semiring_einsum: operand of shape {x.shape} for labels {t}")
             ops.append(_diagonals(v, c, t, xp))
+        sizes = {lab: n for v_, _, t in ops for lab, n in zip(t, v_.shape)}
+        if any(n == 0 for lab, n in sizes.items() if lab not in out):
+            # every output entry is an empty sum: the zero (folding pairwise would add the
+            # first pair's zero to the next operand: wrapping integers, -inf + inf)
+            shape = tuple(sizes[lab] for lab in out) + ((2,) if counting else ())
+            return semiring_zeros(xp, shape, np.float64 if counting else dt, semiring)
         v, c, cur = ops[0]
         for i, (bv, bc, t) in enumerate(ops[1:], start=1):
             later = {lab for _, _, u in ops[i + 1 :] for lab in u} | set(out)

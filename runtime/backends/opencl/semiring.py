@@ -303,6 +303,20 @@ def semiring_kernel(be: Backend, node: Node):
             return step(a).reshape(shape)
 
         return run_one
+    sizes = {lab: n for o in ops for lab, n in zip(o.terms, o.shape)}
+    if any(n == 0 for lab, n in sizes.items() if lab not in out):
+        # every entry an empty sum: the zero (a pairwise fold would combine the first pair's
+        # zero with the next operand: wrapping integers, -inf + inf)
+        fill = np.array([zero_of(semiring, dt), 0.0] if counting else zero_of(semiring, dt), dt)
+        shape = node.shape
+
+        def run_empty(*xs):
+            c = be.empty(shape, dt)
+            if c.size:
+                be.fill(c, fill)
+            return c
+
+        return run_empty
     steps: list[Any] = []
     cur = ops[0]
     for i, nxt in enumerate(ops[1:], start=1):
