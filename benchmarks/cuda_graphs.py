@@ -100,33 +100,44 @@ def network(inputs, output, ts):
 
 def bench_tenloom(inputs, output, arrays, repeats, sync):
     import cupy as cp
+    from peers import fixed_path
 
     out = {}
+    # the peers' tree (jax.jit and torch contract along it): tenloom's forward and the
+    # gradient's pre-pass take it too, so every framework runs the same path (left to its own
+    # search, the gradient's pre-pass searches at evaluate's effort and a repeated forward at
+    # compile's: two different trees)
+    path = fixed_path(_tree(inputs, output, arrays).get_path())
     ts = [tl.asarray(a) for a in arrays]
     value = network(inputs, output, ts)
-    grads = tl.grad(value, ts)
+    grads = tl.grad(value, ts, optimize=path)
     for on in (True, False):
         tag = "captured" if on else "uncaptured"
         out[f"evaluate_forward_{tag}"] = timed(
             f"evaluate_forward_{tag}",
-            lambda: tl.evaluate(value, device="cuda:0", to_host=False, cuda_graphs=on),
+            lambda: tl.evaluate(
+                value, device="cuda:0", to_host=False, cuda_graphs=on, optimize=path
+            ),
             sync,
             repeats,
         )
         out[f"evaluate_value_grad_{tag}"] = timed(
             f"evaluate_value_grad_{tag}",
-            lambda: tl.evaluate(value, *grads, device="cuda:0", to_host=False, cuda_graphs=on),
+            lambda: tl.evaluate(
+                value, *grads, device="cuda:0", to_host=False, cuda_graphs=on, optimize=path
+            ),
             sync,
             repeats,
         )
     phs = [tl.placeholder(a.shape, "float32", name=f"t{k}") for k, a in enumerate(arrays)]
     pv = network(inputs, output, phs)
-    pg = tl.grad(pv, phs)
+    pg = tl.grad(pv, phs, optimize=path)
     dev = [cp.asarray(a) for a in arrays]
     for on in (True, False):
         tag = "captured" if on else "uncaptured"
-        fwd = tl.compile([pv], phs, device="cuda:0", to_host=False, cuda_graphs=on)
-        both = tl.compile([pv, *pg], phs, device="cuda:0", to_host=False, cuda_graphs=on)
+        opts = dict(device="cuda:0", to_host=False, cuda_graphs=on, optimize=path)
+        fwd = tl.compile([pv], phs, **opts)
+        both = tl.compile([pv, *pg], phs, **opts)
         out[f"compile_forward_{tag}"] = timed(
             f"compile_forward_{tag}", lambda: fwd(*dev), sync, repeats
         )
@@ -140,11 +151,11 @@ def bench_tenloom(inputs, output, arrays, repeats, sync):
             v = both(*dev)
             out["value"] = float(cp.asnumpy(v[0]))
             out["grad_norm"] = float(np.sqrt(sum(float(cp.vdot(g, g).real) for g in v[1:])))
-    report = tl.explain(value, *grads, device="cuda:0")
+    report = tl.explain(value, *grads, device="cuda:0", optimize=path)
     out["explain_captured_segments"] = report.captured_segments
     out["explain_lines"] = report.cuda_graphs
     out["flops_value_grad"] = report.after.flops
-    out["flops_forward"] = tl.explain(value, device="cuda:0").after.flops
+    out["flops_forward"] = tl.explain(value, device="cuda:0", optimize=path).after.flops
     return out
 
 

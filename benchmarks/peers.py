@@ -49,6 +49,18 @@ def make_optimizer(ctg, setting):
     raise ValueError(setting)
 
 
+def fixed_path(path):
+    """An ``optimize=`` callable (opt_einsum's path-optimizer protocol) that returns ``path``
+    for the network it was made for: tenloom then runs the peers' tree."""
+
+    def optimizer(inputs, output, size_dict, memory_limit=None):
+        if len(inputs) != len(path) + 1:
+            raise ValueError(f"fixed_path: {len(inputs)} inputs for a path of {len(path)} steps")
+        return list(path)
+
+    return optimizer
+
+
 def peer_tree(ctg, ins, out, sd, setting):
     """cotengra's tree for the peers, with the search budget tenloom's ``setting`` has. For
     "auto" that is cotengra's own fast preset and the trees of tenloom's "auto" search at the

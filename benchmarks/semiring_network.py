@@ -49,8 +49,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import spin_glass  # noqa: E402
+from peers import fixed_path  # noqa: E402
 
 import tenloom as tl  # noqa: E402
 
@@ -244,18 +246,6 @@ def network_benchmark(args) -> dict:
         "multiply_adds": float(tree.contraction_cost()),
         "times": out,
     }
-
-
-def fixed_path(path):
-    """An ``optimize=`` callable (opt_einsum's path-optimizer protocol) that returns ``path``
-    for the network it was made for."""
-
-    def optimizer(inputs, output, size_dict, memory_limit=None):
-        if len(inputs) != len(path) + 1:
-            raise ValueError(f"fixed_path: {len(inputs)} inputs for a path of {len(path)} steps")
-        return list(path)
-
-    return optimizer
 
 
 def numpy_maxplus_gemm(a: np.ndarray, b: np.ndarray, block: int = 8) -> np.ndarray:
