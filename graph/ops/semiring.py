@@ -189,14 +189,16 @@ def _xp(x):
     return np
 
 
-def _reduce(xp, v, c, axes: tuple, semiring: str):
-    """Semiring addition of ``v`` (and counts ``c``) over ``axes``."""
+def reduce_values(xp, v, c, axes: tuple, semiring: str):
+    """Semiring addition of ``v`` (and counts ``c``; None: each entry counted once) over
+    ``axes``: the reference's and the kernels' (runtime/kernels/semiring.py) reduction."""
     if not axes:
         return v, c
     if any(v.shape[a] == 0 for a in axes):  # an empty sum: the zero
         shape = tuple(n for i, n in enumerate(v.shape) if i not in axes)
         zero = xp.full(shape, zero_of(semiring, v.dtype), v.dtype)
-        return zero, (None if c is None else xp.zeros(shape, c.dtype))
+        counts = xp.zeros(shape, v.dtype if c is None else c.dtype)
+        return zero, (counts if semiring == "count" else None)
     if semiring == "min_plus":
         return xp.min(v, axis=axes), None
     if semiring in ("max_plus", "max_times"):
@@ -204,7 +206,12 @@ def _reduce(xp, v, c, axes: tuple, semiring: str):
     m = xp.max(v, axis=axes, keepdims=True)
     if semiring == "count":
         hit = v == m
-        return xp.squeeze(m, axis=axes), xp.sum(xp.where(hit, c, 0), axis=axes)
+        n = (
+            xp.sum(hit, axis=axes, dtype=v.dtype)
+            if c is None
+            else xp.sum(xp.where(hit, c, 0), axes)
+        )
+        return xp.squeeze(m, axis=axes), n
     shift = xp.where(xp.isfinite(m), m, 0)  # log_sum_exp, shifted by the max
     with np.errstate(divide="ignore", invalid="ignore"):
         s = xp.log(xp.sum(xp.exp(v - shift), axis=axes, keepdims=True)) + shift
@@ -264,7 +271,7 @@ def semiring_ref(xs, terms, out, semiring):
                 labels = tuple(union)
             keep = later[k]
             axes = tuple(i for i, lab in enumerate(labels) if lab not in keep)
-            v, c = _reduce(xp, v, c, axes, semiring)
+            v, c = reduce_values(xp, v, c, axes, semiring)
             labels = tuple(lab for lab in labels if lab in keep)
     perm = tuple(labels.index(lab) for lab in out)
     v = xp.transpose(v, perm) if perm != tuple(range(len(perm))) else v

@@ -55,6 +55,7 @@ from tenloom.graph.ops.semiring import (  # noqa: F401  (SEMIRINGS, one_of: re-e
     check_semiring,
     is_pair,
     one_of,
+    reduce_values,
     semiring_zeros,
     zero_of,
 )
@@ -143,27 +144,11 @@ def semiring_add(a, b, semiring: str):
 
 
 def _reduce_vc(v, c, axes: tuple, semiring: str, xp):
-    """Semiring sum of (values, counts or None) over ``axes``."""
+    """Semiring sum of (values, counts or None) over ``axes`` (graph/ops/semiring.py's)."""
     if not axes:
         return v, c
-    dt = v.dtype
-    shape = tuple(s for i, s in enumerate(v.shape) if i not in axes)
-    if any(v.shape[i] == 0 for i in axes):
-        vz = xp.full(shape, zero_of(semiring, dt), dt)
-        return vz, (xp.zeros(shape, dt) if semiring == "count" else None)
     with _quiet(xp):
-        if semiring == "min_plus":
-            return xp.min(v, axis=axes), None
-        if semiring in ("max_plus", "max_times"):
-            return xp.max(v, axis=axes), None
-        m = xp.max(v, axis=axes, keepdims=True)
-        if semiring == "count":
-            eq = v == m
-            n = xp.sum(eq, axis=axes, dtype=dt) if c is None else xp.sum(xp.where(eq, c, 0.0), axes)
-            return m.reshape(shape), n
-        shift = xp.where(xp.isfinite(m), m, 0)
-        s = xp.sum(xp.exp(v - shift), axis=axes)
-        return xp.log(s) + shift.reshape(shape), None
+        return reduce_values(xp, v, c, axes, semiring)
 
 
 def reduce(x, axes, semiring: str, raw: bool = False):
