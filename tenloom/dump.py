@@ -130,13 +130,15 @@ def sliced_lines(node: Node, names: dict[int, str]) -> list[str]:
         lines = [f"network of {len(terms)} tensors -> {text(out)}"]
     which = ", ".join(f"{text((lab,))} ({size})" for lab, size in sliced) or "no index"
     steps = f"{len(path)} pairwise contraction{'s' if len(path) != 1 else ''}"
-    lines.append(f"sliced over {which}: {count} slices, each running {steps}")
+    ring = node.attrs.semiring  # a semiring network's steps and slices combine in it
+    combine = f", combined by {ring}" if ring else ""
+    lines.append(f"sliced over {which}: {count} slices{combine}, each running {steps}")
     inner = [tuple(lab for lab in t if lab not in cut) for t in terms]
     inner_out = tuple(lab for lab in out if lab not in cut)
     names = [f"in{k}" for k in range(len(terms))]
     for j, (a, b, ta, tb, keep) in enumerate(path_steps(inner, inner_out, path)):
         subscripts = _subscripts(text, (ta, tb), keep)
-        lines.append(f"  s{j} = contract[{subscripts}] {names[a]} {names[b]}")
+        lines.append(f"  s{j} = {ring or 'contract'}[{subscripts}] {names[a]} {names[b]}")
         names.append(f"s{j}")
     fwd = None if wrt is None else forward_positions(wrt)
     if fwd is not None:
