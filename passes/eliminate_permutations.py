@@ -54,8 +54,24 @@ def _ordered(labels: set, mem: tuple) -> tuple:
     return tuple(lab for lab in mem if lab in labels)
 
 
+# plan_contraction's answers: the lowering sweeps, the flips, the layouts and layout_cost ask
+# the same questions of the same contractions (a TEBD energy's 480: 1230 calls)
+_PLANS: dict[tuple, tuple] = {}
+_PLANS_MAX = 16384
+
+
 def plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int):
     """Choose (batch, left, contracted, right) orders; returns (groups, copies, copied bytes)."""
+    key = (ta, tb, out, mem_a, mem_b, tuple(sizes[lab] for lab in (*ta, *tb)), size_a, size_b)
+    hit = _PLANS.get(key)
+    if hit is None:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()  # (a bounded memo: dict operations are atomic, no lock needed)
+        hit = _PLANS[key] = _plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a, size_b)
+    return hit
+
+
+def _plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int):
     sa, sb, so = set(ta), set(tb), set(out)
     batch_set = sa & sb & so
     con_set = (sa & sb) - so

@@ -991,3 +991,45 @@ def test_first_calls_from_several_threads_plan_once_and_agree():
     for r in results:
         np.testing.assert_array_equal(r, results[0])
         np.testing.assert_allclose(r, want, rtol=1e-12)
+
+
+def test_the_passes_pause_the_garbage_collector_and_give_it_back():
+    import gc
+    import threading
+
+    from tenloom.passes import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():  # nested (a pipeline inside a pass): still off, on after the outer
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    # two threads: on again only when the last one leaves
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold():
+        with gc_paused():
+            inside.set()
+            leave.wait(5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    inside.wait(5)
+    with gc_paused():
+        pass
+    assert not gc.isenabled()  # the other thread is still inside
+    leave.set()
+    t.join()
+    assert gc.isenabled()
+    # a collector the user turned off stays off, through an evaluate too
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        x = tl.asarray(np.ones((3, 3)))
+        (x @ x).evaluate()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
