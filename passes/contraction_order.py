@@ -388,9 +388,13 @@ def _auto_trees(terms, out, sizes, effort, complex_, progress):
     args = ([tuple(t) for t in terms], tuple(out), dict(sizes))
     n = len(terms)
     trees = [ctg.array_contract_tree(*args, optimize="greedy")]
+    costs: dict[int, float] = {}  # id(tree) -> its multiply-adds (cotengra walks the tree)
 
     def budget() -> float:
-        best = min(t.contraction_cost() for t in trees)
+        for t in trees:
+            if id(t) not in costs:
+                costs[id(t)] = t.contraction_cost()
+        best = min(costs[id(t)] for t in trees)
         return effort * max(predicted_seconds(best, complex_), MIN_PREDICTED_S)
 
     def hq_affordable(per_tensor: float) -> bool:
