@@ -58,6 +58,29 @@ def why_not(node: Any) -> str | None:
     return _UNCAPTURABLE_KINDS.get(OPS[op].kind)
 
 
+def run_off_reason(options: Any, threads: int) -> str | None:
+    """Why a run with ``options`` on ``threads`` threads goes step by step whatever its
+    program (None: it may capture). One rule for the run (runtime/session.py
+    ``run_context``) and ``explain``."""
+    if not options.cuda_graphs:
+        return "cuda_graphs=False"
+    if options.progress:
+        return "progress=True counts each kernel as it runs"
+    if options.precision != "highest":
+        return f"precision={options.precision!r} runs its lowered GEMMs step by step"
+    if threads > 1:
+        return "threads>1 runs independent steps concurrently"
+    if options.deterministic:
+        # a replay's GEMMs read operands in place where the first run copied them: other
+        # roundings, so the same call could give other bits from one run to the next
+        return "deterministic=True keeps every run's kernels the first run's"
+    if options.memory_limit is not None:
+        # a captured program's buffers (its copied inputs, its packed outputs, its own pool)
+        # are not counted by the limit's plan
+        return "memory_limit= counts no captured program's fixed buffers"
+    return None
+
+
 @contextlib.contextmanager
 def graphs_mode(on: bool) -> Iterator[None]:
     """``cuda_graphs=`` for the runs inside the block."""
@@ -128,8 +151,11 @@ def explain_segments(graph: Any, options: Any) -> list[str] | None:
     from tenloom.runtime import session
 
     names = session.run_devices(options)
-    if not options.cuda_graphs or not names[0].startswith("cuda"):
+    if not names[0].startswith("cuda"):
         return None
+    off = run_off_reason(options, options.threads or session.DEFAULT_THREADS)
+    if off is not None:
+        return [f"not captured: {off}"]
     order = graph.schedule
     lines = describe(plan_segments(order, {}), order)
     from tenloom.runtime.sliced import _inner_of
@@ -151,5 +177,6 @@ __all__ = [
     "describe",
     "graphs_mode",
     "plan_segments",
+    "run_off_reason",
     "why_not",
 ]

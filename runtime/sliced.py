@@ -45,6 +45,7 @@ from tenloom.graph.ops.sliced import (
     slice_peak_bytes,
     slice_values,
 )
+from tenloom.runtime.capture import CUDA_GRAPHS
 from tenloom.runtime.determinism import DETERMINISTIC, THREADS
 from tenloom.runtime.program import program_for
 from tenloom.runtime.program import run as run_program
@@ -378,11 +379,30 @@ def _run_devices(node: Node, ctx: SliceContext, backend: Any, xs, graph, leaves)
 
 
 def run_chunk(
-    attrs, shapes, dtypes, device: str, start: int, stop: int, delay: float, det: bool, *arrays
+    attrs,
+    shapes,
+    dtypes,
+    device: str,
+    start: int,
+    stop: int,
+    delay: float,
+    det: bool,
+    graphs: bool,
+    *arrays,
 ):
     """A Dask task: slices ``start..stop-1`` on this worker's device; returns the partial sum
-    as a host array. ``det``: the caller's ``deterministic=`` (kernels read it). (Module-level
-    so that workers import it by name.)"""
+    as a host array. ``det``: the caller's ``deterministic=`` (kernels read it); ``graphs``:
+    whether the caller's run may capture CUDA graphs (runtime/capture.py). (Module-level so
+    that workers import it by name.)"""
+    from tenloom.runtime.capture import graphs_mode
+
+    with graphs_mode(graphs):
+        return _run_chunk(attrs, shapes, dtypes, device, start, stop, delay, det, *arrays)
+
+
+def _run_chunk(
+    attrs, shapes, dtypes, device: str, start: int, stop: int, delay: float, det: bool, *arrays
+):
     from tenloom.graph.node import make_node
     from tenloom.runtime.backends import get_backend
     from tenloom.runtime.session import parse_device
@@ -444,6 +464,7 @@ def _run_dask(node: Node, ctx: SliceContext, host: list):
             bounds[c + 1],
             testing.slice_delay,
             DETERMINISTIC.get(),
+            CUDA_GRAPHS.get(),
             *data,
             pure=False,
             retries=2,

@@ -319,10 +319,17 @@ class Captured:
         self.segments = capture.plan_segments([s.node for s in self.steps], self.refused)
         self.ready = False
         self.done = None  # event: the caller's copy of the last outputs
+        # why this program is never captured (None: it may be): an output that no step makes
+        # (a plan's frozen constant returned as it is) has no place in the packed outputs
+        made = {st.out for st in self.steps}
+        self.unsupported = next(
+            (f"output slot {o} is a constant of the plan" for o in self.outputs if o not in made),
+            None,
+        )
 
     @property
     def worthwhile(self) -> bool:
-        return any(s.captured for s in self.segments)
+        return self.unsupported is None and any(s.captured for s in self.segments)
 
     # ---- capture --------------------------------------------------------------------------
     def _layout(self) -> None:
@@ -606,8 +613,32 @@ def replay(backend: Any, prog: Any, feed: dict, upload: bool, device: str | None
         dev.lock.release()
 
 
+# headroom a capture asks beyond twice its values' bytes (cuBLAS workspaces, CuPy's rounding)
+CAPTURE_MARGIN = 64 << 20
+
+
+def _room_to_capture(st: Captured) -> bool:
+    """Whether the device has room for the capture's own pool without running short: every
+    value of the program at once, twice over (the first run's memory is still cached by CuPy's
+    default pool, which is emptied first if need be), plus CAPTURE_MARGIN. Short of memory
+    mid-capture, CuPy's pool would give its free blocks back to the driver and retry, and the
+    graphs captured before would then write into memory that is no longer theirs."""
+    need = 2 * sum(s.node.nbytes for s in st.steps) + CAPTURE_MARGIN
+    with st.backend.device:
+        free, _ = cp.cuda.runtime.memGetInfo()
+        if free < need:
+            cp.get_default_memory_pool().free_all_blocks()
+            free, _ = cp.cuda.runtime.memGetInfo()
+    return free >= need
+
+
 def _first_capture(st: Captured, feed: dict, upload: bool, device: str | None):
-    """Capture (retrying without each step whose capture fails), then this run's outputs."""
+    """Capture (retrying without each step whose capture fails), then this run's outputs;
+    None (step by step, for good) where the device has no room for it or runs out of memory
+    during it."""
+    if not _room_to_capture(st):
+        st.unsupported = "too little free device memory to capture it safely"
+        return None
     for _ in range(len(st.steps) + 1):
         st.kernels = {
             k: (contract_kernel(s.node, st.dev) if s.node.op is Op.CONTRACT else None) or s.kernel
@@ -619,6 +650,10 @@ def _first_capture(st: Captured, feed: dict, upload: bool, device: str | None):
         except _Refused as r:
             COUNTERS["refused"] += 1
             st.ready = False
+            if isinstance(r.__cause__, cp.cuda.memory.OutOfMemoryError):
+                st.unsupported = "the device ran out of memory during its capture"
+                st.graphs, st.held = [], None  # never launched again
+                return None
             st.refused[r.step] = r.reason
             st.segments = capture.plan_segments([s.node for s in st.steps], st.refused)
             if not st.worthwhile:
