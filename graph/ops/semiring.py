@@ -446,7 +446,7 @@ def _vjp(node, y, xs, g):
         if semiring == "log_sum_exp":
             cts.append(_lse_cotangent(x, t, others, other_labels, out, y, g))
         else:
-            cts.append(_tropical_cotangent(x, t, others, other_labels, out, y, g, semiring, xs))
+            cts.append(_tropical_cotangent(x, t, others, other_labels, out, y, g, semiring))
     return tuple(cts)
 
 
@@ -505,7 +505,7 @@ def _weights(x, t, others, other_labels, out, y, semiring):
     return mask, union
 
 
-def _tropical_cotangent(x, t, others, other_labels, out, y, g, semiring, xs):
+def _tropical_cotangent(x, t, others, other_labels, out, y, g, semiring):
     w, union = _weights(x, t, others, other_labels, out, y, semiring)
     # the cotangent of each output entry flows to the entries of x on its optimum
     return T.einsum([g, w], [list(out), union], list(t))
