@@ -241,6 +241,20 @@ def contract_layout(attrs, a_shape: tuple, b_shape: tuple) -> ContractLayout:
     )
 
 
+def gemm_operands(g: ContractLayout, a, b, dtype):
+    """The operands of one CONTRACT (NumPy or CuPy arrays) in ``dtype`` with their lone labels
+    summed and their axes in GEMM order, (batch, left, con) and (batch, con, right): views
+    where the transposes allow. The reference here and the CUDA kernels start from them."""
+    if g.a_only:
+        a = a.sum(axis=g.a_only, dtype=dtype)
+    if g.b_only:
+        b = b.sum(axis=g.b_only, dtype=dtype)
+    return (
+        a.astype(dtype, copy=False).transpose(g.perm_a),
+        b.astype(dtype, copy=False).transpose(g.perm_b),
+    )
+
+
 def contract_ref(xs, attrs):
     """NumPy reference of one CONTRACT (constant folding, the reference interpreter): lone
     labels summed in the contraction's dtype, the operands grouped as A[batch, left, con] and
@@ -249,13 +263,9 @@ def contract_ref(xs, attrs):
     The tuned kernel is runtime/kernels/contract.py."""
     a, b = xs
     g = contract_layout(attrs, a.shape, b.shape)
-    rdt = np.result_type(a.dtype, b.dtype)
-    if g.a_only:
-        a = a.sum(axis=g.a_only, dtype=rdt)
-    if g.b_only:
-        b = b.sum(axis=g.b_only, dtype=rdt)
-    a = a.transpose(g.perm_a).reshape(g.nb, g.nl, g.nk)
-    b = b.transpose(g.perm_b).reshape(g.nb, g.nk, g.nr)
+    a, b = gemm_operands(g, a, b, np.result_type(a.dtype, b.dtype))
+    a = a.reshape(g.nb, g.nl, g.nk)
+    b = b.reshape(g.nb, g.nk, g.nr)
     c = np.multiply(a, b) if g.nk == 1 else np.matmul(a, b)
     return as_array(c.reshape(g.c_shape).transpose(g.perm_c))
 

@@ -429,6 +429,12 @@ def _nonnegative_constant(g: Value) -> bool:
     return bool(np.real(value) >= 0)
 
 
+def _others(xs, terms, k: int) -> tuple[list, set]:
+    """The operands other than ``k`` with their labels, and the set of those labels."""
+    others = [(xs[j], terms[j]) for j in range(len(xs)) if j != k]
+    return others, {lab for _, tj in others for lab in tj}
+
+
 def _vjp(node, y, xs, g):
     terms, out, semiring = node.attrs
     if semiring == "count":
@@ -441,8 +447,7 @@ def _vjp(node, y, xs, g):
         if x.dtype.kind != "f":
             cts.append(None)
             continue
-        others = [(xs[j], terms[j]) for j in range(len(xs)) if j != k]
-        other_labels = {lab for _, tj in others for lab in tj}
+        others, other_labels = _others(xs, terms, k)
         if semiring == "log_sum_exp":
             cts.append(_lse_cotangent(x, t, others, other_labels, out, y, g))
         else:
@@ -522,8 +527,7 @@ def _jvp(node, y, xs, ts):
     for k, (x, t, tan) in enumerate(zip(xs, terms, ts)):
         if tan is None:
             continue
-        others = [(xs[j], terms[j]) for j in range(len(xs)) if j != k]
-        other_labels = {lab for _, tj in others for lab in tj}
+        others, other_labels = _others(xs, terms, k)
         w, union = _weights(x, t, others, other_labels, out, y, semiring)
         parts.append(T.einsum([w, tan], [union, list(t)], list(out)))
     if not parts:

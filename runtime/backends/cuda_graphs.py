@@ -40,7 +40,7 @@ import cupy as cp
 import numpy as np
 from tenloom.graph.errors import TenloomError
 from tenloom.graph.ops import Op
-from tenloom.graph.ops.contract import contract_layout
+from tenloom.graph.ops.contract import contract_layout, gemm_operands
 from tenloom.passes.caches import counter
 from tenloom.runtime import capture
 from tenloom.runtime.program import failure
@@ -209,12 +209,7 @@ def contract_kernel(node: Any, dev: _Device):
     handle = dev.handle
 
     def run(x, y):
-        if g.a_only:
-            x = x.sum(axis=g.a_only, dtype=dt)
-        if g.b_only:
-            y = y.sum(axis=g.b_only, dtype=dt)
-        x = x.astype(dt, copy=False).transpose(g.perm_a)
-        y = y.astype(dt, copy=False).transpose(g.perm_b)
+        x, y = gemm_operands(g, x, y, dt)
         # A[nb, nl, nk] and B[nb, nk, nr], each read in place where cuBLAS can (transposed or
         # not, any batch stride), else copied
         a_keep, a_ptr, lda, sa, at = _operand(x, nbat, nleft)

@@ -35,7 +35,7 @@ from typing import Any
 
 import cupy as cp
 import numpy as np
-from tenloom.graph.ops.contract import contract_layout
+from tenloom.graph.ops.contract import contract_layout, gemm_operands
 
 try:  # CuPy >= 10
     from cupy_backends.cuda.libs import cublas
@@ -200,12 +200,7 @@ def lowered_contract(a_shape: tuple, b_shape: tuple, attrs: Any, dtype: Any):
     perm_c = None if g.perm_c == tuple(range(len(g.perm_c))) else g.perm_c
 
     def run(a, b, precision: str):
-        if g.a_only:
-            a = a.sum(axis=g.a_only, dtype=dt)
-        if g.b_only:
-            b = b.sum(axis=g.b_only, dtype=dt)
-        a = a.astype(dt, copy=False).transpose(g.perm_a)
-        b = b.astype(dt, copy=False).transpose(g.perm_b)
+        a, b = gemm_operands(g, a, b, dt)
         a_mat, b_mat = (g.nb, g.nl, g.nk), (g.nb, g.nk, g.nr)
         if dt.kind == "c" and precision != "tf32":  # the real block GEMM (gemm)
             a, b = cp.ascontiguousarray(a), cp.ascontiguousarray(b)
