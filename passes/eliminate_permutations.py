@@ -25,6 +25,7 @@ from itertools import product
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
+from tenloom.passes.caches import LRUCache
 from tenloom.passes.registry import PassContext, register_pass
 
 
@@ -38,16 +39,7 @@ def memory_labels(labels: tuple, layout: tuple[int, ...] | None) -> tuple:
 def groups_are_views(mem: tuple, groups: list[tuple], sizes: dict, batch: tuple) -> bool:
     """True when every group occupies consecutive memory positions in its own order, and the
     batch group is not innermost (so BLAS gets a unit-stride matrix)."""
-    mem = tuple(lab for lab in mem if sizes[lab] != 1)
-    pos = {lab: i for i, lab in enumerate(mem)}
-    for g in groups:
-        g = tuple(lab for lab in g if sizes[lab] != 1)
-        if len(g) > 1:
-            p = [pos[lab] for lab in g]
-            if p != list(range(p[0], p[0] + len(p))):
-                return False
-    b = tuple(lab for lab in batch if sizes[lab] != 1)
-    return not (b and mem and mem[-1] in b)
+    return _views_of(mem, sizes)(groups, batch)
 
 
 def _ordered(labels: set, mem: tuple) -> tuple:
@@ -56,8 +48,7 @@ def _ordered(labels: set, mem: tuple) -> tuple:
 
 # plan_contraction's answers: the lowering sweeps, the flips, the layouts and layout_cost ask
 # the same questions of the same contractions (a TEBD energy's 480: 1230 calls)
-_PLANS: dict[tuple, tuple] = {}
-_PLANS_MAX = 16384
+_PLANS: LRUCache[tuple, tuple] = LRUCache("passes.gemm_plans", 16384)
 
 
 def plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int):
@@ -65,9 +56,8 @@ def plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int)
     key = (ta, tb, out, mem_a, mem_b, tuple(sizes[lab] for lab in (*ta, *tb)), size_a, size_b)
     hit = _PLANS.get(key)
     if hit is None:
-        if len(_PLANS) >= _PLANS_MAX:
-            _PLANS.clear()  # (a bounded memo: dict operations are atomic, no lock needed)
-        hit = _PLANS[key] = _plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a, size_b)
+        hit = _plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a, size_b)
+        _PLANS.put(key, hit)
     return hit
 
 
