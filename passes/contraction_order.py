@@ -31,9 +31,8 @@ from tenloom.graph.einsum import einsum_node, in_network_dtype
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops import Op
-from tenloom.graph.ops.contract import pairwise_madds
 from tenloom.graph.ops.semiring import semiring_node
-from tenloom.graph.ops.sliced import pairwise_network, path_steps, slice_peak_bytes
+from tenloom.graph.ops.sliced import pairwise_network, slice_peak_bytes
 from tenloom.passes.caches import LRUCache, cache_folder, counter, disk_key
 from tenloom.passes.cost import einsum_sizes, layout_cost
 from tenloom.passes.options import Options
@@ -120,12 +119,7 @@ def find_path(
         chain = chain_path(terms, out, sizes)
         if chain is not None:  # optimal among neighbour-merging orders; greedy may find an
             # outer product of size-1 bonds cheaper, so it is the one other candidate
-            import cotengra as ctg
-
-            greedy = ctg.array_contract_tree(
-                [tuple(t) for t in terms], tuple(out), dict(sizes), optimize="greedy"
-            ).get_ssa_path()
-            greedy = tuple(tuple(int(i) for i in p) for p in greedy)
+            greedy = _as_path(greedy_path(terms, out, sizes))
             if path_cost(terms, out, sizes, greedy) < path_cost(terms, out, sizes, chain):
                 return greedy
             return chain
@@ -362,16 +356,95 @@ def _trials(budget: float, per_trial: float) -> int:
 
 
 def auto_trees(terms, out, sizes, effort: float = 1.0, complex_: bool = False, progress=False):
-    """``_auto_trees`` with the global generators seeded (``_seeded``): the same trees in every
-    call and process."""
+    """The trees of the "auto" search (``_auto_trees``) as cotengra trees, with the global
+    generators seeded (``_seeded``): the same trees in every call and process."""
+    args = ([tuple(t) for t in terms], tuple(out), dict(sizes))
     with _seeded():
-        return _auto_trees(terms, out, sizes, effort, complex_, progress)
+        found = _auto_trees(terms, out, sizes, effort, complex_, progress)
+    return [_as_tree(args, t) for t in found]
+
+
+def _as_tree(args, t):
+    """A cotengra tree of ``t``, a tree or an SSA path."""
+    if isinstance(t, tuple):
+        import cotengra as ctg
+
+        return ctg.ContractionTree.from_path(*args, ssa_path=t)
+    return t
+
+
+def _as_path(t) -> tuple:
+    """The SSA path of ``t``, an SSA path or a cotengra tree."""
+    if isinstance(t, tuple):
+        return t
+    return tuple(tuple(int(i) for i in p) for p in t.get_ssa_path())
+
+
+def greedy_path(terms, out, sizes):
+    """cotengra's "greedy" preset (the search ``array_contract_tree(..., optimize="greedy")``
+    runs, on the labels renumbered in order of first appearance as cotengra renames them) as the
+    SSA path its tree gives (``tree_order``), without building the tree: a TEBD energy's 15 small
+    networks spent half their search time building and costing trees that greedy alone had
+    found. Where cotengra's greedy contracts a single operand first (a lone index), the tree is
+    built as the preset builds it and returned instead."""
+    import cotengra as ctg
+    from cotengra.presets import greedy_optimize
+
+    t, o, s = _canonical(terms, out, sizes)
+    path = greedy_optimize.ssa_path(t, o, dict(s))
+    if all(len(p) == 2 for p in path):
+        return tree_order(path, len(terms))
+    args = ([tuple(x) for x in terms], tuple(out), dict(sizes))
+    return ctg.array_contract_tree(*args, optimize="greedy")
+
+
+def tree_order(path, n: int) -> tuple:
+    """The SSA path of ``path``'s tree in the order cotengra's ``ContractionTree.from_path(...,
+    ssa_path=path).get_ssa_path()`` gives its steps (cotengra 0.8's rules, which the tests check
+    against cotengra itself): each contraction's children ordered heavier (more leaves) first,
+    ties by the earlier node (cotengra's node ids: leaves 0..n-1, the root n, the other
+    contractions n+1, n+2, ... as they are made), visited depth first, the first child first;
+    each step's pair sorted. The step order decides each intermediate's label order."""
+    if n < 2:
+        return ()
+    node = list(range(n))  # SSA id -> cotengra node id
+    extent = [1] * n + [n] + [0] * max(n - 2, 0)  # by cotengra node id
+    children: dict[int, tuple[int, int]] = {}
+    fresh = n + 1
+    for i, j in path:
+        x, y = node[i], node[j]
+        ex, ey = extent[x], extent[y]
+        if ex + ey == n:
+            parent = n
+        else:
+            parent, fresh = fresh, fresh + 1
+            extent[parent] = ex + ey
+        first_x = x < y if ex == ey else ex > ey
+        children[parent] = (x, y) if first_x else (y, x)
+        node.append(parent)
+    pos = {k: k for k in range(n)}
+    out: list[tuple[int, int]] = []
+    stack = [n]
+    while stack:
+        top = stack[-1]
+        left, right = children[top]
+        if left in pos and right in pos:
+            stack.pop()
+            a, b = pos[left], pos[right]
+            out.append((a, b) if a < b else (b, a))
+            pos[top] = n + len(out) - 1
+            continue
+        if right not in pos:
+            stack.append(right)
+        if left not in pos:
+            stack.append(left)
+    return tuple(out)
 
 
 def _auto_trees(terms, out, sizes, effort, complex_, progress):
-    """The trees of the "auto" search, as cotengra trees (the benchmarks give the peers the
-    same ones). The budget is ``effort`` x the predicted run time of the best tree so far,
-    spent in trials at their nominal cost:
+    """The trees of the "auto" search, each a cotengra tree or (greedy's, ``greedy_path``) an
+    SSA path. The budget is ``effort`` x the predicted run time of the best tree so far, spent
+    in trials at their nominal cost:
 
     - greedy; cotengra's exact programme on easy networks, else seeded random-greedy rounds
       while the budget allows (none where greedy's tree runs in less than a round costs: a
@@ -387,13 +460,17 @@ def _auto_trees(terms, out, sizes, effort, complex_, progress):
 
     args = ([tuple(t) for t in terms], tuple(out), dict(sizes))
     n = len(terms)
-    trees = [ctg.array_contract_tree(*args, optimize="greedy")]
+    trees: list = [greedy_path(terms, out, sizes)]
     costs: dict[int, float] = {}  # id(tree) -> its multiply-adds (cotengra walks the tree)
 
     def budget() -> float:
         for t in trees:
             if id(t) not in costs:
-                costs[id(t)] = t.contraction_cost()
+                costs[id(t)] = (
+                    path_cost(terms, out, sizes, t)
+                    if isinstance(t, tuple)
+                    else t.contraction_cost()
+                )
         best = min(costs[id(t)] for t in trees)
         return effort * max(predicted_seconds(best, complex_), MIN_PREDICTED_S)
 
@@ -432,9 +509,9 @@ def _auto_trees(terms, out, sizes, effort, complex_, progress):
 def _auto_path(terms, out, sizes, effort: float = 1.0, complex_: bool = False, progress=False):
     """The "auto" search (``auto_trees``): of its trees the one with the least ``layout_cost``
     (multiply-adds plus what the GEMMs copy), and the others."""
-    trees = auto_trees(terms, out, sizes, effort, complex_, progress)
-    paths = [tuple(tuple(int(i) for i in p) for p in t.get_ssa_path()) for t in trees]
-    paths = list(dict.fromkeys(paths))
+    with _seeded():
+        trees = _auto_trees(terms, out, sizes, effort, complex_, progress)
+    paths = list(dict.fromkeys(_as_path(t) for t in trees))
     if len(paths) == 1:  # greedy's tree alone (a chain, a circuit's gates): nothing to compare
         return paths[0], ()
     costs = [layout_cost(terms, out, sizes, p, complex_) for p in paths]
@@ -517,9 +594,31 @@ def nested_path(terms, out, sizes, nest) -> list[tuple[int, int]]:
 def path_cost(terms, out, sizes, ssa_path) -> float:
     """Multiply-adds of the pairwise contractions along ``ssa_path``, each the product of its
     labels' sizes, as cotengra's ``contraction_cost`` counts them (without building a cotengra
-    tree: on a first call of many small networks that was a tenth of the passes' time)."""
-    steps = path_steps(terms, out, ssa_path)
-    return float(sum(pairwise_madds(ta, tb, keep, sizes) for _, _, ta, tb, keep in steps))
+    tree: on a first call of many small networks that was a tenth of the passes' time). Each
+    intermediate keeps the labels still needed later, as ``path_steps`` says; only which labels,
+    not their order, matters here, so this is a leaner walk of the same steps."""
+    live: list = [tuple(t) for t in terms]
+    needed: dict = dict.fromkeys(out, 1)  # how many live terms (and the output) hold a label
+    for t in live:
+        for lab in t:
+            needed[lab] = needed.get(lab, 0) + 1
+    total = 0
+    for i, j in ssa_path:
+        ta, tb = live[i], live[j]
+        for lab in ta:
+            needed[lab] -= 1
+        for lab in tb:
+            needed[lab] -= 1
+        madds = 1
+        keep = []
+        for lab in {*ta, *tb}:
+            madds *= sizes[lab]
+            if needed[lab] > 0:  # still held by another term or the output
+                keep.append(lab)
+                needed[lab] += 1
+        live.append(keep)
+        total += madds
+    return float(total)
 
 
 def _items_nest(nest, keep: dict[int, int]):

@@ -39,13 +39,15 @@ from tenloom.passes.registry import PassContext, register_pass
 from tenloom.passes.rewrite import map_graph
 
 
-def reduced_term(term, others: Counter, output) -> tuple:
-    """The labels of ``term`` that must survive: each once, if used elsewhere or in the output."""
+def reduced_term(term, total: Counter, output) -> tuple:
+    """The labels of ``term`` that must survive: each once, if used elsewhere (``total``: the
+    count of each label over the whole network, ``term`` included) or in the output."""
+    own = Counter(term) if len(set(term)) != len(term) else None
     keep = []
     for lab in term:
         if lab in keep:
             continue
-        if others[lab] or lab in output:
+        if total[lab] > (1 if own is None else own[lab]) or lab in output:
             keep.append(lab)
     return tuple(keep)
 
@@ -106,8 +108,7 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
         total = Counter(lab for t in terms for lab in t)
         nodes, new_terms, changed = [], [], False
         for x, t in zip(node.inputs, terms):
-            others = total - Counter(t)
-            keep = reduced_term(t, others, out)
+            keep = reduced_term(t, total, out)
             if keep != tuple(t):
                 x = einsum_node([x], [t], keep)
                 if fold and (const := _folded(x)) is not None:

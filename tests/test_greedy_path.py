@@ -1,0 +1,103 @@
+"""The order search's cheap pieces against what they stand for (passes/contraction_order.py):
+greedy's path without a cotengra tree, the step order cotengra's tree gives a path, and the
+multiply-adds of a path without a cotengra tree (issue 22: a TEBD energy's first call)."""
+
+from __future__ import annotations
+
+import random
+
+import cotengra as ctg
+import pytest
+from tenloom.graph.ops.contract import pairwise_madds
+from tenloom.graph.ops.sliced import path_steps
+from tenloom.passes import contraction_order as co
+
+
+def networks():
+    for seed in range(24):
+        i, o, _, sd = ctg.utils.rand_equation(
+            5 + seed, 3, n_out=2, n_hyper_in=1, n_hyper_out=seed % 2, d_min=2, d_max=4, seed=seed
+        )
+        yield [tuple(t) for t in i], tuple(o), dict(sd)
+    for n in (16, 30, 44):
+        i, o, _, sd = ctg.utils.randreg_equation(n, 3, d_min=2, d_max=5, seed=n)
+        yield [tuple(t) for t in i], tuple(o), dict(sd)
+    i, o, _, sd = ctg.utils.lattice_equation([4, 5], d_min=3, d_max=3, seed=2)
+    yield [tuple(t) for t in i], tuple(o), dict(sd)
+
+
+def random_paths(n, rng, k=4):
+    for _ in range(k):
+        alive, path, fresh = list(range(n)), [], n
+        while len(alive) > 1:
+            a, b = rng.sample(alive, 2)
+            alive.remove(a)
+            alive.remove(b)
+            alive.append(fresh)
+            path.append((a, b))
+            fresh += 1
+        yield path
+
+
+def test_tree_order_is_the_step_order_of_cotengras_tree():
+    rng = random.Random(0)
+    checked = 0
+    for terms, out, sizes in networks():
+        n = len(terms)
+        paths = [
+            ctg.array_contract_tree(terms, out, sizes, optimize="random-greedy").get_ssa_path()
+        ]
+        paths += list(random_paths(n, rng))
+        for p in paths:
+            tree = ctg.ContractionTree.from_path(terms, out, sizes, ssa_path=p)
+            assert co.tree_order(p, n) == tuple(map(tuple, tree.get_ssa_path()))
+            checked += 1
+    assert checked > 100
+    assert co.tree_order((), 1) == ()
+
+
+def test_greedy_path_is_cotengras_greedy_preset():
+    for terms, out, sizes in networks():
+        found = co.greedy_path(terms, out, sizes)
+        tree = ctg.array_contract_tree(terms, out, sizes, optimize="greedy")
+        assert co._as_path(found) == tuple(map(tuple, tree.get_ssa_path()))
+
+
+def test_greedy_path_with_a_lone_index_is_the_presets_tree():
+    # cotengra's greedy sums the lone index 'x' on its own first: a one-operand step, which an
+    # SSA path of pairs cannot hold; the preset's tree is returned
+    terms, out, sizes = (
+        [("a", "x"), ("a", "b"), ("b", "c")],
+        ("c",),
+        {"a": 2, "b": 3, "c": 4, "x": 5},
+    )
+    found = co.greedy_path(terms, out, sizes)
+    tree = ctg.array_contract_tree(terms, out, sizes, optimize="greedy")
+    assert co._as_path(found) == tuple(map(tuple, tree.get_ssa_path()))
+
+
+@pytest.mark.parametrize("kind", ["greedy", "random", "chain"])
+def test_path_cost_is_the_sum_over_path_steps_and_cotengras_cost(kind):
+    rng = random.Random(1)
+    for terms, out, sizes in networks():
+        n = len(terms)
+        if kind == "greedy":
+            path = co._as_path(co.greedy_path(terms, out, sizes))
+        elif kind == "random":
+            path = next(random_paths(n, rng, 1))
+        else:
+            path = co._left_to_right(n)
+        steps = path_steps(terms, out, path)
+        expected = float(sum(pairwise_madds(a, b, keep, sizes) for _, _, a, b, keep in steps))
+        assert co.path_cost(terms, out, sizes, path) == expected
+        tree = ctg.ContractionTree.from_path(terms, out, sizes, ssa_path=path)
+        assert co.path_cost(terms, out, sizes, path) == float(tree.contraction_cost())
+
+
+def test_path_cost_with_repeated_labels_in_a_term():
+    terms, out = [(0, 0, 1), (1, 2), (2, 3, 3), (3, 4)], (4,)
+    sizes = {0: 2, 1: 3, 2: 4, 3: 5, 4: 6}
+    for path in ([(0, 1), (2, 3), (4, 5)], [(0, 3), (1, 2), (4, 5)], [(1, 2), (0, 4), (3, 5)]):
+        steps = path_steps(terms, out, path)
+        expected = float(sum(pairwise_madds(a, b, keep, sizes) for _, _, a, b, keep in steps))
+        assert co.path_cost(terms, out, sizes, path) == expected
