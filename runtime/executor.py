@@ -28,6 +28,7 @@ from tenloom.runtime.buffers import root
 from tenloom.runtime.program import (  # noqa: F401  (describe, program_for: re-exported)
     Program,
     describe,
+    finished,
     program_for,
     run,
 )
@@ -223,6 +224,7 @@ def execute(
         from tenloom.runtime.scheduler import run_concurrent
 
         vals = run_concurrent(prog, bound, backend, device, threads, leaf_roots)
+        finished(prog)  # issue 22: as program.run does after its own runs
         leaf_roots |= _leaf_ids(prog, bound)
     else:
         vals = _run_sequential(prog, bound, backend, device, leaf_roots)

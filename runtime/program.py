@@ -63,6 +63,8 @@ class Program:
     slots: list = field(default_factory=list)
     const_roots: frozenset = frozenset()
     frozen_bound: tuple = ()  # host arrays of the constants bound because frozen (still_bound)
+    # the kernels' copy-plan timing budget (copy_plan.bind_budget), told when a run ends
+    budget: Any = None
 
     @functools.cached_property
     def run_steps(self) -> list[Step]:
@@ -117,8 +119,9 @@ def compile_program(graph: Graph, backend: Any) -> Program:
         s.kernel is not None and s.node.nbytes >= POOL_MIN_BYTES and s.out not in keep
         for s in steps
     ) or any(getattr(s.kernel, "pools", False) for s in steps)  # issue 22: kernels' own copies
-    copy_plan.bind_budget(steps)  # issue 22: the kernels' copy-plan timing, bounded together
+    budget = copy_plan.bind_budget(steps)  # issue 22: the kernels' copy-plan timing, bounded
     prog = Program(steps, tuple(slot[id(o)] for o in graph.outputs), len(order), pooled)
+    prog.budget = budget
     prog.slots = [None] * len(order)
     roots = set()
     # A constant is bound once where its backend value cannot go stale: the host array itself
@@ -249,3 +252,12 @@ def run(
         CURRENT.reset(token)
         if arena is not None:
             prog.release(arena)
+        finished(prog)
+
+
+def finished(prog: Program) -> None:
+    """After a run of ``prog``: its kernels' timing budget opens to later runs, and the plans
+    they timed are written to the cache folder (copy_plan.flush), once per run."""
+    if prog.budget is not None:
+        prog.budget.ran()
+    copy_plan.flush()

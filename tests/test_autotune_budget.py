@@ -77,10 +77,34 @@ def test_a_generous_budget_times_every_kernel_that_has_a_choice(network, stats, 
 def test_no_budget_times_nothing_and_keeps_the_model(network, stats, monkeypatch):
     monkeypatch.setattr(copy_plan, "TUNE_MIN_S", 0.0)
     monkeypatch.setattr(copy_plan, "TUNE_FRACTION", 0.0)
+    monkeypatch.setattr(copy_plan, "AGAIN_MIN_S", 0.0)  # nor on later runs
     monkeypatch.setattr(copy_plan, "_TABLES", {})
     expr, eq, xs = expression(network, seed=1)
     np.testing.assert_allclose(expr.evaluate(cache_dir=False), reference(eq, xs), rtol=1e-10)
     assert stats["measured"] == 0 and stats["refused"] >= 3
+
+
+def test_a_first_run_spends_its_share_and_later_runs_time_the_rest(
+    network, stats, monkeypatch, tmp_path
+):
+    """A program's first run times only within TUNE_FRACTION x its predicted run time; the
+    kernels refused there for want of budget are timed on its next run, within AGAIN_MIN_S in
+    all, and what was timed is on disk after each run."""
+    monkeypatch.setattr(copy_plan, "TUNE_MIN_S", 0.0)
+    monkeypatch.setattr(copy_plan, "TUNE_FRACTION", 0.0)
+    monkeypatch.setattr(copy_plan, "AGAIN_MIN_S", 1e9)
+    monkeypatch.setattr(copy_plan, "_TABLES", {})
+    folder = tmp_path / "cache"
+    expr, eq, xs = expression(network, seed=8)
+    want = reference(eq, xs)
+    np.testing.assert_allclose(expr.evaluate(cache_dir=str(folder)), want, rtol=1e-10)
+    assert stats["measured"] == 0 and stats["refused"] == 0 and stats["deferred"] >= 3
+    assert not list(folder.glob("copy-plans-*"))  # nothing timed, nothing written
+    deferred = stats["deferred"]
+    np.testing.assert_allclose(expr.evaluate(cache_dir=str(folder)), want, rtol=1e-10)
+    assert stats["measured"] >= 3 and stats["deferred"] == deferred
+    (table,) = folder.glob("copy-plans-*.json")
+    assert len(json.loads(table.read_text())["plans"]) == stats["measured"]
 
 
 def test_the_budget_caps_what_timing_spends(network, stats, monkeypatch):
@@ -281,6 +305,7 @@ def test_the_oldest_timings_go_first_past_the_bound(tmp_path, monkeypatch):
     with copy_plan.tuning_cache(folder):
         for k in range(5):
             copy_plan.remember(f"k{k}", [k % 2])
+        copy_plan.flush()  # written once, at the end of a program's run
         table = copy_plan._table_file(folder)
     with open(table) as f:
         assert list(json.load(f)["plans"]) == ["k2", "k3", "k4"]

@@ -110,8 +110,9 @@ def contract_kernel(
                     entry = plans[key] = [model, None, (ways_a, ways_b)]
             if entry[1] is None and tune():
                 timed = measured(a, b, *entry[2])
-                entry[1] = entry[0] if timed == entry[0] else timed
-                entry[2] = None  # the candidates' gather indices are not needed any more
+                if timed is not None:  # None: timed on a later run (copy_plan.bounded)
+                    entry[1] = entry[0] if timed == entry[0] else timed
+                    entry[2] = None  # the candidates' gather indices are not needed any more
             model, timed, _ = entry
             last[0] = (*key, model, timed)
         if timed is None or (timed is not model and not tune()):
@@ -122,7 +123,8 @@ def contract_kernel(
 
     def measured(a, b, ways_a, ways_b):
         """The plan timing picks (``timed``), within the program's budget and remembered
-        across processes (copy_plan.bounded)."""
+        across processes (copy_plan.bounded); None where a later run of the program may time
+        it."""
         dt = np.result_type(a.dtype, b.dtype)
         key = copy_plan.timing_key(
             "contract",
@@ -133,7 +135,7 @@ def contract_kernel(
         )
         trial = copy_plan.kernel_seconds(nb * nl * nk * nr, nb * (nl * nk + nk * nr + nl * nr), dt)
         return copy_plan.bounded(
-            key, (ways_a, ways_b), lambda: timed(a, b, ways_a, ways_b), trial, tuning
+            key, (ways_a, ways_b), lambda: timed(a, b, ways_a, ways_b), trial, tuning, True
         )
 
     def timed(a, b, ways_a, ways_b):

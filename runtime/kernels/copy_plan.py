@@ -33,6 +33,7 @@ transposed matrix) perhaps the rounding.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -353,11 +354,17 @@ def measure(
 # evaluate's 98 s. So the kernels of one program (runtime/program.py binds them with
 # ``bind_budget``) share a budget of TUNE_FRACTION times the program's predicted run time (at
 # least TUNE_MIN_S); a kernel whose timing would overrun what is left keeps the model's plan.
-# What timing picks is written to the cache folder (``cache_dir``: passes/caches.py
-# cache_folder), so a later process reads it and times nothing. ``deterministic=True`` never
-# times and never reads a timed plan (the kernels' ``tune()`` says no).
+# A program that runs again gets at least AGAIN_MIN_S in all: kernels refused on its first run
+# for want of budget are timed on a later run while that lasts (``Budget.ran``), so a program
+# run once (a first call of many tiny kernels: a TEBD energy's 180) does not spend several
+# times its run timing plans that only its later runs would profit from. What timing picks is
+# kept in memory and written to the cache folder (``cache_dir``: passes/caches.py
+# cache_folder) once at the end of the run (``flush``), so a later process reads it and times
+# nothing. ``deterministic=True`` never times and never reads a timed plan (the kernels'
+# ``tune()`` says no).
 TUNE_FRACTION = 1.0  # of the program's predicted run time
-TUNE_MIN_S = 0.005  # seconds: small programs may still time a few kernels
+TUNE_MIN_S = 0.0  # seconds: the least a program's first run may spend
+AGAIN_MIN_S = 0.005  # seconds: a program run again may still time a few kernels
 ELEMENT_S = 5e-10  # seconds a kernel spends per element it reads or writes, about
 MAX_ENTRIES = 4096  # timed plans kept per cache folder (the oldest go first; ~40 bytes each)
 CACHE_DIR: ContextVar[Any] = ContextVar("tenloom_tuning_cache_dir", default=None)
@@ -381,13 +388,16 @@ STATS: dict[str, float] = {"measured": 0, "refused": 0, "disk_hits": 0, "seconds
 
 
 class Budget:
-    """Seconds the kernels of one program may still spend timing plans, in all."""
+    """Seconds the kernels of one program may still spend timing plans, in all: ``left`` on
+    the program's first run; once it has run (``ran``), what ``later`` adds to that."""
 
-    __slots__ = ("left", "lock")
+    __slots__ = ("left", "lock", "extra", "first")
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, later: float | None = None) -> None:
         self.left = seconds
         self.lock = threading.Lock()
+        self.extra = 0.0 if later is None else max(later - seconds, 0.0)
+        self.first = True  # the program has not finished a run yet
 
     def grant(self, estimate: float) -> bool:
         """Reserve ``estimate`` seconds if that much is left (False: time nothing)."""
@@ -401,6 +411,19 @@ class Budget:
         """Charge what a granted timing really took in place of its estimate."""
         with self.lock:
             self.left -= spent - estimate
+
+    def deferred(self, estimate: float) -> bool:
+        """Whether a timing of ``estimate`` seconds refused now may be granted on a later run
+        of the program."""
+        return self.first and estimate <= self.left + self.extra
+
+    def ran(self) -> None:
+        """The program finished a run: kernels may spend what ``later`` added from now on."""
+        if self.first:
+            with self.lock:
+                if self.first:
+                    self.first = False
+                    self.left += self.extra
 
 
 def madd_seconds(dtype: Any) -> float:
@@ -429,7 +452,8 @@ def kernel_seconds(madds: int, elements: int, dtype: Any) -> float:
 def bind_budget(steps: Sequence[Any]) -> Budget | None:
     """Give the kernels of one program's ``steps`` (objects with ``.kernel`` and ``.node``)
     that time plans (a ``tuning`` list attribute) one shared Budget: TUNE_FRACTION times the
-    program's predicted run time, at least TUNE_MIN_S."""
+    program's predicted run time (at least TUNE_MIN_S) on its first run, at least AGAIN_MIN_S
+    in all once it runs again."""
     from tenloom.passes.cost import node_madds
 
     slots = [t for s in steps if isinstance(t := getattr(s.kernel, "tuning", None), list)]
@@ -443,7 +467,8 @@ def bind_budget(steps: Sequence[Any]) -> Budget | None:
         elements = node.size + sum(x.size for x in node.inputs)
         madds = node_madds(node) if node.op in _PRODUCTS else 0
         total += kernel_seconds(madds, elements, node.dtype)
-    budget = Budget(max(TUNE_MIN_S, TUNE_FRACTION * total))
+    first = max(TUNE_MIN_S, TUNE_FRACTION * total)
+    budget = Budget(first, max(AGAIN_MIN_S, first))
     for t in slots:
         t[0] = budget
     return budget
@@ -523,36 +548,50 @@ def cached_choice(key: str, counts: Sequence[int]) -> tuple[int, ...] | None:
 
 
 def remember(key: str, choice: Sequence[int]) -> None:
-    """Keep what timing picked, here and on disk (merged with what other processes wrote, and
-    written atomically: a reader sees the old file or the new one). A folder that cannot be
-    written to only loses the cache."""
+    """Keep what timing picked, here and (at the next ``flush``) on disk."""
     folder = _folder() or None
-    from tenloom.passes.caches import disk_key
-
     with _TABLE_LOCK:
         table = _TABLES.setdefault(folder, {})
         table[key] = list(choice)
         while len(table) > MAX_ENTRIES:
             del table[next(iter(table))]
-        if folder is None:  # no disk cache: this process only
-            return
-        merged = {**_read_table(folder), **table}
-        while len(merged) > MAX_ENTRIES:
-            del merged[next(iter(merged))]
-        _TABLES[folder] = merged
-        try:
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        if folder is not None:
+            _DIRTY.add(folder)
+
+
+_DIRTY: set[str] = set()  # folders whose table has entries not written yet
+
+
+def flush() -> None:
+    """Write the tables with new entries to their folders, each merged with what other
+    processes wrote there, atomically (a reader sees the old file or the new one): once per
+    program run, not once per timed kernel (a file write costs what timing a small kernel
+    does). A folder that cannot be written to only loses the cache."""
+    if not _DIRTY:
+        return
+    from tenloom.passes.caches import disk_key
+
+    with _TABLE_LOCK:
+        folders = list(_DIRTY)
+        _DIRTY.clear()
+        for folder in folders:
+            merged = {**_read_table(folder), **_TABLES.get(folder, {})}
+            while len(merged) > MAX_ENTRIES:
+                del merged[next(iter(merged))]
+            _TABLES[folder] = merged
             try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump({"version": disk_key(), "plans": merged}, f)
-                os.replace(tmp, _table_file(folder))
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.remove(tmp)
-                raise
-        except OSError:
-            pass
+                os.makedirs(folder, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+                try:
+                    with os.fdopen(fd, "w") as f:
+                        f.write(json.dumps({"version": disk_key(), "plans": merged}))
+                    os.replace(tmp, _table_file(folder))
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.remove(tmp)
+                    raise
+            except OSError:
+                pass
 
 
 def timing_key(*parts: Any) -> str:
@@ -567,11 +606,14 @@ def bounded(
     time_them: Callable[[], tuple[Any, ...]],
     trial_s: float,
     tuning: list,
-) -> tuple[Any, ...]:
+    retry: bool = False,
+) -> tuple[Any, ...] | None:
     """The candidates (one list per operand, the model's first) timing picks, read from the
     cache where an earlier call or process timed this layout, else timed by ``time_them``
     when the program's budget (``tuning[0]``; None: no bound) has ROUNDS x candidates x
-    ``trial_s`` seconds left, else the model's."""
+    ``trial_s`` seconds left, else the model's. ``retry``: the caller asks again on a later
+    run, so where the budget refuses now but a later run of the program may grant it
+    (``Budget.deferred``), None (the caller runs the model's plan meanwhile)."""
     counts = [len(c) for c in candidates]
     hit = cached_choice(key, counts)
     if hit is not None:
@@ -579,14 +621,20 @@ def bounded(
     budget = tuning[0]
     estimate = ROUNDS * sum(n for n in counts if n > 1) * trial_s
     if budget is not None and not budget.grant(estimate):
+        if retry and budget.deferred(estimate):
+            STATS["deferred"] = STATS.get("deferred", 0) + 1
+            return None
         STATS["refused"] += 1
         return tuple(c[0] for c in candidates)
     t0 = time.perf_counter()
     picked = time_them()
     remember(key, [next(i for i, w in enumerate(c) if w is p) for c, p in zip(candidates, picked)])
-    spent = time.perf_counter() - t0  # writing the cache file is charged to the budget too
+    spent = time.perf_counter() - t0
     if budget is not None:
         budget.settle(estimate, spent)
     STATS["measured"] += 1
     STATS["seconds"] += spent
     return picked
+
+
+atexit.register(flush)  # entries timed outside a program's run (a kernel called on its own)
