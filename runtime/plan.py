@@ -165,7 +165,9 @@ class Plan:
     def cuda_graphs(self) -> list[str] | None:
         """issue 23: the CUDA-graph segments of this plan's program, one line each: as the
         runs captured them (steps whose capture failed included) once it has run captured,
-        else as planned from its ops; None off CUDA or with cuda_graphs=False."""
+        else as planned from its ops; one line naming the reason where the run goes step by step
+        (cuda_graphs=False, threads > 1, ...; runtime/capture.py ``run_off_reason``); None off
+        CUDA."""
         from tenloom.runtime.capture import describe, explain_segments
 
         if self.options.cuda_graphs and self.backend.kind.startswith("cuda"):
