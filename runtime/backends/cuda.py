@@ -211,6 +211,28 @@ def _expm(be: Backend, node: Node):
     return run
 
 
+def _svd(be: Backend, node: Node):
+    """issue 20: SVD by cuSOLVER's gesvdp where it is accurate, else CuPy's gesvd
+    (runtime/backends/cuda_svd.py), packed as the op's reference packs it."""
+    import cupyx
+    from tenloom.graph.ops.decompositions import svd_arrays
+    from tenloom.runtime.backends.cuda_svd import svd_kernel
+
+    full = node.attrs.full
+
+    def fallback(x):
+        with cupyx.errstate(linalg="raise"):  # as default_kernel: non-convergence raises
+            return svd_arrays(x, full)
+
+    kern = svd_kernel(fallback)
+
+    def run(x):
+        u, s, vh = kern(x, full)
+        return cp.concatenate([u.reshape(-1), s.reshape(-1).astype(u.dtype), vh.reshape(-1)])
+
+    return run
+
+
 def _fft(be: Backend, node: Node):
     """The transforms of graph/ops/fft.py by cupy.fft (cuFFT, with CuPy's plan cache) called
     directly, not through NumPy's dispatch of the numpy.fft reference."""
@@ -233,6 +255,7 @@ class Backend(BackendBase):
         Op.EYE: _eye,
         Op.EINSUM: _einsum,
         Op.SEMIRING_EINSUM: _semiring,  # semiring
+        Op.SVD: _svd,  # issue 20: gesvdp, checked
         Op.FUSED: _fused,
         Op.DIV: _division,
         Op.FLOORDIV: _division,

@@ -1,0 +1,188 @@
+"""SVD on CUDA (runtime/backends/cuda_svd.py): cuSOLVER's gesvdp where its own error report
+says it is accurate, gesvd otherwise. Skipped without a GPU; run on the device machine
+(TENLOOM_TEST_DEVICE is not needed: each test names cuda:0)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tenloom as tl
+
+cp = pytest.importorskip("cupy")
+try:
+    _N_GPUS = cp.cuda.runtime.getDeviceCount()
+except Exception:  # no driver
+    _N_GPUS = 0
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(_N_GPUS == 0, reason="no CUDA GPU present"),
+]
+
+DTYPES = ["float32", "float64", "complex64", "complex128"]
+TOL = {"float32": 2e-5, "complex64": 2e-5, "float64": 1e-12, "complex128": 1e-12}
+
+
+def _counters():
+    from tenloom.runtime.backends.cuda_svd import COUNTERS
+
+    return dict(COUNTERS)
+
+
+def _delta(before):
+    return {k: v - before[k] for k, v in _counters().items()}
+
+
+def _matrix(shape, dtype, spectrum, seed=0):
+    """A matrix of ``shape`` (leading batch axes allowed) with singular values ``spectrum``
+    ("gauss": a Gaussian matrix; else an array of k values)."""
+    rng = np.random.default_rng(seed)
+    cplx = np.dtype(dtype).kind == "c"
+
+    def g(*s):
+        x = rng.standard_normal(s)
+        return x + 1j * rng.standard_normal(s) if cplx else x
+
+    if isinstance(spectrum, str):
+        return g(*shape).astype(dtype)
+    *batch, m, n = shape
+    k = min(m, n)
+    out = []
+    for _ in range(int(np.prod(batch, dtype=int))):
+        q1, _ = np.linalg.qr(g(m, k))
+        q2, _ = np.linalg.qr(g(n, k))
+        out.append((q1 * spectrum) @ q2.conj().T)
+    return np.stack(out).reshape(shape).astype(dtype)
+
+
+def _check(x, u, s, vh, dtype):
+    tol = TOL[dtype]
+    ref = np.linalg.svd(x.astype(np.complex128 if x.dtype.kind == "c" else np.float64), False)[1]
+    assert u.dtype == np.dtype(dtype) and vh.dtype == np.dtype(dtype)
+    assert s.dtype == np.dtype(
+        dtype.replace("complex64", "float32").replace("complex128", "float64")
+    )
+    top = ref[..., :1]
+    np.testing.assert_allclose(s / top, ref / top, atol=10 * tol)
+    assert np.all(np.diff(s, axis=-1) <= 0)  # descending
+    k = s.shape[-1]
+    eye = np.eye(k)
+    np.testing.assert_allclose(
+        np.swapaxes(u.conj(), -1, -2) @ u,
+        np.broadcast_to(eye, u.shape[:-2] + (k, k)),
+        atol=100 * tol,
+    )
+    np.testing.assert_allclose(
+        vh @ np.swapaxes(vh.conj(), -1, -2),
+        np.broadcast_to(eye, vh.shape[:-2] + (k, k)),
+        atol=100 * tol,
+    )
+    rec = (u * s[..., None, :]) @ vh
+    scale = np.linalg.norm(x, axis=(-2, -1), keepdims=True)
+    assert np.max(np.abs(rec - x) / scale) < 100 * tol
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(300, 300), (260, 400), (400, 260), (2, 280, 300)])
+def test_gaussian_matrices_take_gesvdp_and_match_numpy(dtype, shape):
+    x = _matrix(shape, dtype, "gauss", seed=sum(shape))
+    before = _counters()
+    u, s, vh = tl.linalg.svd(tl.asarray(x), full_matrices=False)
+    u, s, vh = tl.evaluate(u, s, vh, device="cuda:0")
+    _check(x, u, s, vh, dtype)
+    d = _delta(before)
+    assert d["gesvdp"] == int(np.prod(shape[:-2], dtype=int)), d
+    assert d["redone"] == 0, d
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+@pytest.mark.parametrize("kind", ["decay", "rank_deficient"])
+def test_ill_conditioned_spectra_stay_as_accurate_as_gesvd(dtype, kind):
+    n = 320
+    spectrum = (
+        np.logspace(0, -14, n)
+        if kind == "decay"
+        else np.r_[np.linspace(1, 0.5, n // 2), np.zeros(n - n // 2)]
+    )
+    x = _matrix((n, n), dtype, spectrum, seed=3)
+    before = _counters()
+    u, s, vh = tl.evaluate(*tl.linalg.svd(tl.asarray(x), full_matrices=False), device="cuda:0")
+    _check(x, u, s, vh, dtype)
+    np.testing.assert_allclose(s, spectrum, atol=1e-13)
+    d = _delta(before)
+    assert d["gesvdp"] + d["redone"] + d["gesvd"] >= 1, d
+
+
+def test_a_redone_matrix_sends_the_next_calls_to_gesvd_then_gesvdp_again():
+    from tenloom.runtime.backends.cuda_svd import RETRY_AFTER
+
+    n = 320
+    bad = _matrix((n, n), "float64", np.logspace(0, -14, n), seed=4)
+    good = _matrix((n, n), "float64", "gauss", seed=5)
+    p = tl.placeholder((n, n), "float64", name="x")
+    plan = tl.compile(list(tl.linalg.svd(p, full_matrices=False)), [p], device="cuda:0")
+    before = _counters()
+    plan(bad)
+    if _delta(before)["redone"] == 0:
+        pytest.skip("gesvdp was accurate on this spectrum: no redo to follow")
+    for _ in range(RETRY_AFTER):
+        outs = plan(good)
+        _check(good, *outs, "float64")
+    d = _delta(before)
+    assert d["gesvd"] == RETRY_AFTER and d["gesvdp"] == 0, d
+    plan(good)
+    assert _delta(before)["gesvdp"] == 1
+
+
+def test_deterministic_runs_use_gesvd_and_repeat_their_bits():
+    x = _matrix((300, 300), "float64", "gauss", seed=6)
+    t = tl.linalg.svd(tl.asarray(x), full_matrices=False)
+    before = _counters()
+    a = tl.evaluate(*t, device="cuda:0", deterministic=True)
+    b = tl.evaluate(*t, device="cuda:0", deterministic=True)
+    d = _delta(before)
+    assert d["gesvdp"] == 0 and d["gesvd"] == 2, d
+    for p, q in zip(a, b):
+        assert np.array_equal(p, q)
+    _check(x, *a, "float64")
+
+
+def test_small_full_and_nonfinite_inputs_go_to_gesvd():
+    before = _counters()
+    small = _matrix((40, 30), "float64", "gauss")
+    _check(
+        small,
+        *tl.evaluate(*tl.linalg.svd(tl.asarray(small), full_matrices=False), device="cuda:0"),
+        "float64",
+    )
+    wide = _matrix((260, 300), "float64", "gauss")
+    u, s, vh = tl.evaluate(*tl.linalg.svd(tl.asarray(wide), full_matrices=True), device="cuda:0")
+    assert u.shape == (260, 260) and vh.shape == (300, 300)
+    np.testing.assert_allclose((u * s) @ vh[:260], wide, atol=1e-10)
+    bad = _matrix((300, 300), "float64", "gauss")
+    bad[3, 4] = np.nan
+    ref = np.asarray(cp.linalg.svd(cp.asarray(bad), full_matrices=False)[1].get())
+    try:
+        got = tl.evaluate(tl.linalg.svd(tl.asarray(bad), full_matrices=False)[1], device="cuda:0")
+    except np.linalg.LinAlgError:
+        got = None  # gesvd's own verdict on a NaN matrix stands
+    if got is not None:
+        assert np.isnan(got).any() == np.isnan(ref).any()
+    d = _delta(before)
+    assert d["gesvdp"] == 0 and d["gesvd"] >= 3, d
+
+
+def test_truncated_tensor_svd_and_its_gradient_on_gpu():
+    y = _matrix((300, 300), "float64", "gauss", seed=10)
+    t = tl.asarray(y)
+    u, s, vh, w = tl.linalg.tensor_svd(t, left=(0,), max_rank=75)
+    gpu = tl.evaluate(u, s, vh, w, device="cuda:0")
+    cpu = tl.evaluate(u, s, vh, w)
+    np.testing.assert_allclose(gpu[1], cpu[1], rtol=1e-12)
+    np.testing.assert_allclose(gpu[3], cpu[3], rtol=1e-10)
+    approx = (gpu[0] * gpu[1]) @ gpu[2]
+    np.testing.assert_allclose(approx, (cpu[0] * cpu[1]) @ cpu[2], atol=1e-10)
+    loss = tl.sum(s[:10] ** 3) + w
+    g_gpu = tl.grad(loss, t).evaluate(device="cuda:0")
+    g_cpu = tl.grad(loss, t).evaluate()
+    np.testing.assert_allclose(g_gpu, g_cpu, atol=1e-9)
