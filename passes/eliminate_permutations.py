@@ -152,10 +152,8 @@ def _mirror(g: Node, tg: tuple, x: Node, tx: tuple, out: tuple, forwards: dict) 
     f's result, x's with f's operand, out's with f's other operand."""
     so, sg, sx = set(out), set(tg), set(tx)
     actual = (sg & sx & so, (sg & so) - sx, (sg & sx) - so, (sx & so) - sg)
-    for f in forwards.get(id(x), ()):
+    for f in forwards.get((id(x), g.shape), ()):  # the forwards reading x, of g's shape
         ta, tb, f_out, batch, left, con, right = f.attrs
-        if g.shape != f.shape:
-            continue
         for j, (fx, t_fx) in enumerate(zip(f.inputs, (ta, tb))):
             other, t_other = (f.inputs[1], tb) if j == 0 else (f.inputs[0], ta)
             if fx is not x or len(t_fx) != len(tx) or len(t_other) != len(out):
@@ -181,16 +179,23 @@ def _lower(
     flip: set[int],
     layouts: dict[int, tuple] | None = None,
     mirrored: set[int] | None = None,
+    memo: dict | None = None,
 ) -> tuple[dict[int, Node], dict]:
     """One lowering sweep; pairwise einsums whose id is in ``flip`` swap their operands, so
     that their result is laid out (batch, right, left) instead of (batch, left, right), and
     those in ``layouts`` copy their result once into the memory order given there. Reverse
     sweep partners of forward contractions mirror them (``_mirror``; ``flip`` does not apply);
-    their ids (of the original nodes) are added to ``mirrored``."""
+    their ids (of the original nodes) are added to ``mirrored``. ``memo``, shared by the sweeps
+    of one pass: a pairwise einsum whose lowered operands, flip and the forward contractions
+    its mirror test reads are those of an earlier sweep is lowered as it was then (the second
+    and third sweeps of a TEBD energy re-lower a third and four fifths of theirs)."""
     layouts = layouts or {}
     mirrored = set() if mirrored is None else mirrored
+    memo = {} if memo is None else memo
     new: dict[int, Node] = {}
-    forwards: dict[int, list[Node]] = {}  # id(lowered operand) -> CONTRACTs reading it
+    # (id(lowered operand), shape) -> the CONTRACTs of that shape reading it (_mirror's
+    # candidates for a cotangent of that shape)
+    forwards: dict[tuple, list[Node]] = {}
     stats = {"contractions": 0, "permutation_copies": 0, "copied_bytes": 0, "layouts": 0}
     stats["transposes_folded"] = stats["mirrored"] = 0
     for node in graph.order:
@@ -205,34 +210,24 @@ def _lower(
         elif node.op is Op.EINSUM and len(ins) == 2:
             (ta, tb), out = node.attrs
             if len(set(ta)) == len(ta) and len(set(tb)) == len(tb):
-                mirror = None
-                for s in (0, 1):  # either operand may be the cotangent
-                    (g, tg), (x, tx) = (
-                        _fold_transpose(ins[s], (ta, tb)[s]),
-                        _fold_transpose(ins[1 - s], (ta, tb)[1 - s]),
-                    )
-                    mirror = _mirror(g, tg, x, tx, tuple(out), forwards)
-                    if mirror is not None:
-                        break
-                if mirror is not None:
-                    res, n_copies, n_bytes = _mirrored(g, tg, x, tx, tuple(out), *mirror)
+                folded = (_fold_transpose(ins[0], ta), _fold_transpose(ins[1], tb))
+                key = (
+                    node,
+                    ins,
+                    id(node) in flip,
+                    tuple(forwards.get((id(folded[0][0]), folded[1][0].shape), ())),
+                    tuple(forwards.get((id(folded[1][0]), folded[0][0].shape), ())),
+                )
+                done = memo.get(key)
+                if done is None:
+                    done = memo[key] = _lower_pair(node, ins, folded, key[2], forwards)
+                res, n_copies, n_bytes, mirror, n_folded = done
+                if mirror:
                     mirrored.add(id(node))
                     stats["mirrored"] += 1
-                else:
-                    if id(node) in flip:
-                        ins, ta, tb = (ins[1], ins[0]), tb, ta
-                    (a, ta2), (b, tb2) = _fold_transpose(ins[0], ta), _fold_transpose(ins[1], tb)
-                    stats["transposes_folded"] += (a is not ins[0]) + (b is not ins[1])
-                    sizes = dict(zip(ta2, a.shape))
-                    sizes.update(zip(tb2, b.shape))
-                    mem_a = memory_labels(ta2, natural_layout(a))
-                    mem_b = memory_labels(tb2, natural_layout(b))
-                    groups, n_copies, n_bytes = plan_contraction(
-                        ta2, tb2, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes
-                    )
-                    res = make_node(Op.CONTRACT, (a, b), (ta2, tb2, tuple(out), *groups))
+                stats["transposes_folded"] += n_folded
                 for x in dict.fromkeys(res.inputs):
-                    forwards.setdefault(id(x), []).append(res)
+                    forwards.setdefault((id(x), res.shape), []).append(res)
                 stats["contractions"] += 1
                 stats["permutation_copies"] += n_copies
                 stats["copied_bytes"] += n_bytes
@@ -251,6 +246,38 @@ def _lower(
             )
         new[id(node)] = res
     return new, stats
+
+
+def _lower_pair(node: Node, ins: tuple, folded: tuple, flipped: bool, forwards: dict) -> tuple:
+    """``_lower``'s CONTRACT for a pairwise einsum with distinct labels per operand, whose
+    lowered operands are ``ins`` (``folded``: each seen through a transpose, _fold_transpose):
+    (the node, copies, copied bytes, whether it mirrors a forward contraction, transposes
+    folded)."""
+    (ta, tb), out = node.attrs
+    mirror = None
+    for s in (0, 1):  # either operand may be the cotangent
+        (g, tg), (x, tx) = folded[s], folded[1 - s]
+        mirror = _mirror(g, tg, x, tx, tuple(out), forwards)
+        if mirror is not None:
+            break
+    if mirror is not None:
+        res, n_copies, n_bytes = _mirrored(g, tg, x, tx, tuple(out), *mirror)
+        return res, n_copies, n_bytes, True, 0
+    if flipped:
+        ins, ta, tb = (ins[1], ins[0]), tb, ta
+        (a, ta2), (b, tb2) = folded[1], folded[0]
+    else:
+        (a, ta2), (b, tb2) = folded
+    n_folded = (a is not ins[0]) + (b is not ins[1])
+    sizes = dict(zip(ta2, a.shape))
+    sizes.update(zip(tb2, b.shape))
+    mem_a = memory_labels(ta2, natural_layout(a))
+    mem_b = memory_labels(tb2, natural_layout(b))
+    groups, n_copies, n_bytes = plan_contraction(
+        ta2, tb2, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes
+    )
+    res = make_node(Op.CONTRACT, (a, b), (ta2, tb2, tuple(out), *groups))
+    return res, n_copies, n_bytes, False, n_folded
 
 
 def _mirrored(g, tg, x, tx, out, groups, target) -> tuple[Node, int, int]:
@@ -402,16 +429,17 @@ def eliminate_permutations(graph: Graph, ctx: PassContext) -> Graph:
     then each result's orientation is chosen for its consumers, and results that several
     consumers would each copy are copied once (LAYOUT); the graph is lowered again each time."""
     mirrored: set[int] = set()
-    new, stats = _lower(graph, set(), mirrored=mirrored)
+    memo: dict = {}  # the sweeps' pairwise lowerings (_lower)
+    new, stats = _lower(graph, set(), mirrored=mirrored, memo=memo)
     if not stats["contractions"]:
         ctx.record("eliminate_permutations", **stats)
         return graph
     flip = _choose_flips(graph, new, mirrored)
     if flip:
-        new, stats = _lower(graph, flip)
+        new, stats = _lower(graph, flip, memo=memo)
     layouts = _choose_layouts(graph, new, mirrored)
     if layouts:
-        new, stats = _lower(graph, flip, layouts)
+        new, stats = _lower(graph, flip, layouts, memo=memo)
     stats["results_flipped"] = len(flip)
     ctx.record("eliminate_permutations", **stats)
     return graph.with_outputs(tuple(new[id(o)] for o in graph.outputs))
