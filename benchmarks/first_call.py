@@ -5,7 +5,10 @@
 
 For every workload, fresh processes time one call from operands in memory to the result as a
 NumPy array (the imports, cotengra's too for tenloom, and the workload's construction are done
-before the clock starts):
+before the clock starts; tenloom's CPU backend, which its first ``evaluate`` imports, is
+imported before it too, as the peers' modules are, unless ``--lazy-imports``: this machine runs
+with PYTHONDONTWRITEBYTECODE=1, so tenloom's lazily imported modules are compiled from source
+inside the clock there, where the peers' come from their installed bytecode):
 
 - ``tenloom``:        ``evaluate`` with an empty path cache (a new ``TENLOOM_CACHE_DIR``);
 - ``tenloom_cached``: a second process with the cache the first one left (the program a
@@ -256,6 +259,15 @@ def child(name: str, runner: str, args) -> dict:
         import cotengra  # noqa: F401  (a dependency tenloom imports on its first search)
 
         import tenloom as tl
+
+        if not args.lazy_imports:  # the modules tenloom's first evaluate imports on the CPU
+            import tenloom.passes.chain_path  # noqa: F401
+            import tenloom.runtime.backends.cpu  # noqa: F401
+
+            try:
+                import numexpr  # noqa: F401  (optional: the CPU backend's fused kernels)
+            except ImportError:
+                pass
     elif runner == "cotengra_auto":
         import cotengra  # noqa: F401
     elif runner == "oe_greedy":
@@ -309,6 +321,11 @@ def main(argv=None):
     p.add_argument("--chi", type=int, default=32)
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--json", default=None)
+    p.add_argument(
+        "--lazy-imports",
+        action="store_true",
+        help="leave tenloom's CPU backend to be imported inside the clock, by the first evaluate",
+    )
     p.add_argument("--child", nargs=2, default=None)
     args = p.parse_args(argv)
     args.passthrough = [
@@ -316,6 +333,7 @@ def main(argv=None):
         f"--depth={args.depth}",
         f"--L={args.L}",
         f"--chi={args.chi}",
+        *(["--lazy-imports"] if args.lazy_imports else []),
     ]
     if args.child:
         print(json.dumps(child(*args.child, args)))

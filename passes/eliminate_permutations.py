@@ -150,9 +150,12 @@ def _mirror(g: Node, tg: tuple, x: Node, tx: tuple, out: tuple, forwards: dict) 
     right) for operands (g, x), in its own labels, and the memory order of the primal it
     differentiates (f's other operand); else None. Labels match f's positionally: g's with
     f's result, x's with f's operand, out's with f's other operand."""
+    candidates = forwards.get((id(x), g.shape))  # the forwards reading x, of g's shape
+    if not candidates:
+        return None
     so, sg, sx = set(out), set(tg), set(tx)
     actual = (sg & sx & so, (sg & so) - sx, (sg & sx) - so, (sx & so) - sg)
-    for f in forwards.get((id(x), g.shape), ()):  # the forwards reading x, of g's shape
+    for f in candidates:
         ta, tb, f_out, batch, left, con, right = f.attrs
         for j, (fx, t_fx) in enumerate(zip(f.inputs, (ta, tb))):
             other, t_other = (f.inputs[1], tb) if j == 0 else (f.inputs[0], ta)
