@@ -51,9 +51,12 @@ def _ordered(labels: set, mem: tuple) -> tuple:
 _PLANS: LRUCache[tuple, tuple] = LRUCache("passes.gemm_plans", 16384)
 
 
-def plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int):
-    """Choose (batch, left, contracted, right) orders; returns (groups, copies, copied bytes)."""
-    key = (ta, tb, out, mem_a, mem_b, tuple(sizes[lab] for lab in (*ta, *tb)), size_a, size_b)
+def plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int, dims=None):
+    """Choose (batch, left, contracted, right) orders; returns (groups, copies, copied bytes).
+    ``dims``: the sizes of ``ta`` + ``tb``'s labels, where the caller has them already."""
+    if dims is None:
+        dims = tuple(sizes[lab] for lab in (*ta, *tb))
+    key = (ta, tb, out, mem_a, mem_b, dims, size_a, size_b)
     hit = _PLANS.get(key)
     if hit is None:
         hit = _plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a, size_b)
@@ -336,6 +339,35 @@ def _copy_bytes(node: Node, layouts: dict[int, tuple], fixed: bool = False) -> i
     return plan_contraction(ta, tb, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes)[2]
 
 
+class _CopyBytes:
+    """``_copy_bytes`` for the choices below, which ask it of the same consumers again and
+    again under other layouts (a TEBD energy: 700 times for 180 contractions): each
+    consumer's labels, sizes and operands' natural layouts worked out once."""
+
+    __slots__ = ("prep",)
+
+    def __init__(self) -> None:
+        self.prep: dict[int, tuple] = {}
+
+    def __call__(self, node: Node, layouts: dict[int, tuple], fixed: bool = False) -> int:
+        if fixed:
+            return _copy_bytes(node, layouts, True)
+        p = self.prep.get(id(node))
+        if p is None:
+            a, b = node.inputs
+            ta, tb, out = node.attrs.a_labels, node.attrs.b_labels, node.attrs.out
+            sizes = dict(zip(ta, a.shape))
+            sizes.update(zip(tb, b.shape))
+            dims = tuple(sizes[lab] for lab in (*ta, *tb))
+            nat_a, nat_b = natural_layout(a), natural_layout(b)
+            p = (node, ta, tb, out, sizes, dims, id(a), id(b), nat_a, nat_b, a.nbytes, b.nbytes)
+            self.prep[id(node)] = p  # the node is kept in the entry: its id stays its own
+        _, ta, tb, out, sizes, dims, ida, idb, nat_a, nat_b, size_a, size_b = p
+        mem_a = memory_labels(ta, layouts.get(ida, nat_a))
+        mem_b = memory_labels(tb, layouts.get(idb, nat_b))
+        return plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a, size_b, dims)[2]
+
+
 def _flipped_layout(node: Node) -> tuple[int, ...]:
     at = node.attrs
     return tuple(at.out.index(lab) for lab in at.batch + at.right + at.left)
@@ -353,14 +385,15 @@ def _choose_flips(graph: Graph, new: dict[int, Node], mirrored: set[int]) -> set
                 users.setdefault(id(x), []).append(low)
     layouts: dict[int, tuple] = {}
     flip: set[int] = set()
+    copy_bytes = _CopyBytes()
     for node in graph.order:
         low = new[id(node)]
         consumers = users.get(id(low), [])
         if low.op is not Op.CONTRACT or not consumers or id(node) in mirrored:
             continue
-        keep = sum(_copy_bytes(c, layouts) for c in consumers)
+        keep = sum(copy_bytes(c, layouts) for c in consumers)
         layouts[id(low)] = _flipped_layout(low)
-        swapped = sum(_copy_bytes(c, layouts) for c in consumers)
+        swapped = sum(copy_bytes(c, layouts) for c in consumers)
         if swapped < keep:
             flip.add(id(node))
         else:
@@ -403,12 +436,13 @@ def _choose_layouts(graph: Graph, new: dict[int, Node], mirrored: set[int]) -> d
             for x in dict.fromkeys(low.inputs):
                 users.setdefault(id(x), []).append(low)
     chosen: dict[int, tuple] = {}
+    copy_bytes = _CopyBytes()
     for node in graph.order:
         low = new[id(node)]
         consumers = users.get(id(low), [])
         if low.op is not Op.CONTRACT or len(consumers) < 2:
             continue
-        now = sum(_copy_bytes(c, {}, id(c) in fixed) for c in consumers)
+        now = sum(copy_bytes(c, {}, id(c) in fixed) for c in consumers)
         if now <= low.nbytes:
             continue
         best, best_cost = None, now
@@ -417,7 +451,7 @@ def _choose_layouts(graph: Graph, new: dict[int, Node], mirrored: set[int]) -> d
             if want is None or want == natural_layout(low):
                 continue
             cost = low.nbytes + sum(
-                _copy_bytes(d, {id(low): want}, id(d) in fixed) for d in consumers
+                copy_bytes(d, {id(low): want}, id(d) in fixed) for d in consumers
             )
             if cost < best_cost:
                 best, best_cost = want, cost
