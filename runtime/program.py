@@ -100,9 +100,17 @@ def compile_program(graph: Graph, backend: Any) -> Program:
         if s not in keep:
             frees.setdefault(k, []).append(s)
     steps: list[Step] = []
+    shared: dict[tuple, Any] = {}  # one CPU GEMM kernel per signature (_shared_key)
     for k, node in enumerate(order):
         leaf = node.op in (Op.CONST, Op.PLACEHOLDER)
-        kernel = None if leaf else backend.kernel(node)
+        if leaf:
+            kernel = None
+        elif (key := _shared_key(node, backend)) is not None:
+            kernel = shared.get(key)
+            if kernel is None:
+                kernel = shared[key] = backend.kernel(node)
+        else:
+            kernel = backend.kernel(node)
         free = tuple(dict.fromkeys(frees.get(k, ())))
         steps.append(
             Step(
@@ -138,6 +146,17 @@ def compile_program(graph: Graph, backend: Any) -> Program:
     prog.const_roots = frozenset(roots)
     prog.frozen_bound = tuple(frozen_bound)
     return prog
+
+
+def _shared_key(node: Node, backend: Any) -> tuple | None:
+    """What a CPU CONTRACT kernel is made from (runtime/backends/cpu.py, kernels/contract.py):
+    its attrs and its operands' and result's shapes and dtypes. Steps that agree on all of it
+    share one kernel in a program, with its plans per operand layout and their timings (a TEBD
+    energy's 180 contractions have 90 signatures). None: the node gets a kernel of its own."""
+    if node.op is not Op.CONTRACT or backend.kind != "cpu":
+        return None
+    a, b = node.inputs
+    return (node.attrs, node.shape, node.dtype.str, a.shape, a.dtype.str, b.shape, b.dtype.str)
 
 
 def still_bound(prog: Program) -> bool:

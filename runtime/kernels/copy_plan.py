@@ -210,15 +210,24 @@ class Gather:
     in the operand's memory block. Operands of a later call whose strides differ are copied
     the ordinary way (``matrix`` checks)."""
 
-    __slots__ = ("strides", "index")
+    __slots__ = ("strides", "shape", "itemsize", "_index")
 
     def __init__(self, x: np.ndarray) -> None:
         self.strides = x.strides
-        item = x.itemsize
-        offsets = np.zeros((), np.intp)
-        for n, s in zip(x.shape, x.strides):
-            offsets = offsets[..., None] + np.arange(n, dtype=np.intp) * (s // item)
-        self.index = offsets.reshape(-1)
+        self.shape = x.shape
+        self.itemsize = x.itemsize
+        self._index = None  # worked out when first gathered: most plans are never run
+
+    @property
+    def index(self) -> np.ndarray:
+        """The C-order offsets of the elements in the operand's memory block."""
+        index = self._index
+        if index is None:
+            offsets = np.zeros((), np.intp)
+            for n, s in zip(self.shape, self.strides):
+                offsets = offsets[..., None] + np.arange(n, dtype=np.intp) * (s // self.itemsize)
+            index = self._index = offsets.reshape(-1)  # two threads may both: the same array
+        return index
 
     @staticmethod
     def fits(x: np.ndarray) -> bool:
