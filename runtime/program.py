@@ -30,6 +30,7 @@ from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops.leaf import is_frozen
+from tenloom.passes import gc_paused
 from tenloom.runtime import testing
 from tenloom.runtime.buffers import CURRENT, POOL_MIN_BYTES, POOLING, Arena, root
 from tenloom.runtime.kernels import copy_plan  # issue 22
@@ -88,6 +89,11 @@ class Program:
 
 
 def compile_program(graph: Graph, backend: Any) -> Program:
+    with gc_paused():  # thousands of short-lived objects, no cycles: 1.3 of a TEBD energy's 5 ms
+        return _compile(graph, backend)
+
+
+def _compile(graph: Graph, backend: Any) -> Program:
     order = graph.schedule
     slot = {id(n): k for k, n in enumerate(order)}
     last_use: dict[int, int] = {}
