@@ -147,13 +147,17 @@ def natural_layout(node: Node) -> tuple[int, ...] | None:
     return tuple(at.out.index(lab) for lab in at.batch + at.left + at.right)
 
 
-def _mirror(g: Node, tg: tuple, x: Node, tx: tuple, out: tuple, forwards: dict) -> tuple | None:
+def _mirror(
+    g: Node, tg: tuple, x: Node, tx: tuple, out: tuple, forwards: dict, shape: tuple
+) -> tuple | None:
     """When the pairwise einsum (g, x) -> out is a reverse-sweep partner of a lowered forward
     CONTRACT f that reads x (see the module docstring), its groups (batch, left, contracted,
     right) for operands (g, x), in its own labels, and the memory order of the primal it
     differentiates (f's other operand); else None. Labels match f's positionally: g's with
     f's result, x's with f's operand, out's with f's other operand."""
-    candidates = forwards.get((id(x), g.shape))  # the forwards reading x, of g's shape
+    # the forwards reading x, of g's shape, whose other operand has the result's ``shape``
+    # (a partner maps that operand's labels onto the result's: same sizes; see _lower)
+    candidates = forwards.get((id(x), g.shape, shape))
     if not candidates:
         return None
     so, sg, sx = set(out), set(tg), set(tx)
@@ -199,8 +203,11 @@ def _lower(
     mirrored = set() if mirrored is None else mirrored
     memo = {} if memo is None else memo
     new: dict[int, Node] = {}
-    # (id(lowered operand), shape) -> the CONTRACTs of that shape reading it (_mirror's
-    # candidates for a cotangent of that shape)
+    # (id(lowered operand), shape, shape of the other operand) -> the CONTRACTs of that shape
+    # reading it: _mirror's candidates for a cotangent of that shape and a result of the other
+    # operand's shape (an accepted partner maps each label of that operand onto one of the
+    # result's, which has its size: one of f's result's, of g's shape, or one it contracts, of
+    # x's; a lone label maps outside every group and is refused)
     forwards: dict[tuple, list[Node]] = {}
     stats = {"contractions": 0, "permutation_copies": 0, "copied_bytes": 0, "layouts": 0}
     stats["transposes_folded"] = stats["mirrored"] = 0
@@ -221,8 +228,8 @@ def _lower(
                     node,
                     ins,
                     id(node) in flip,
-                    tuple(forwards.get((id(folded[0][0]), folded[1][0].shape), ())),
-                    tuple(forwards.get((id(folded[1][0]), folded[0][0].shape), ())),
+                    tuple(forwards.get((id(folded[0][0]), folded[1][0].shape, node.shape), ())),
+                    tuple(forwards.get((id(folded[1][0]), folded[0][0].shape, node.shape), ())),
                 )
                 done = memo.get(key)
                 if done is None:
@@ -232,8 +239,9 @@ def _lower(
                     mirrored.add(id(node))
                     stats["mirrored"] += 1
                 stats["transposes_folded"] += n_folded
-                for x in dict.fromkeys(res.inputs):
-                    forwards.setdefault((id(x), res.shape), []).append(res)
+                a, b = res.inputs
+                for k in dict.fromkeys(((id(a), res.shape, b.shape), (id(b), res.shape, a.shape))):
+                    forwards.setdefault(k, []).append(res)
                 stats["contractions"] += 1
                 stats["permutation_copies"] += n_copies
                 stats["copied_bytes"] += n_bytes
@@ -263,7 +271,7 @@ def _lower_pair(node: Node, ins: tuple, folded: tuple, flipped: bool, forwards: 
     mirror = None
     for s in (0, 1):  # either operand may be the cotangent
         (g, tg), (x, tx) = folded[s], folded[1 - s]
-        mirror = _mirror(g, tg, x, tx, tuple(out), forwards)
+        mirror = _mirror(g, tg, x, tx, tuple(out), forwards, node.shape)
         if mirror is not None:
             break
     if mirror is not None:
