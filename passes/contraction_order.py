@@ -596,7 +596,25 @@ def path_cost(terms, out, sizes, ssa_path) -> float:
     labels' sizes, as cotengra's ``contraction_cost`` counts them (without building a cotengra
     tree: on a first call of many small networks that was a tenth of the passes' time). Each
     intermediate keeps the labels still needed later, as ``path_steps`` says; only which labels,
-    not their order, matters here, so this is a leaner walk of the same steps."""
+    not their order, matters here, so this is a leaner walk of the same steps. The last few
+    answers are kept (``_RECENT``): the search costs greedy's path for its budget and the pass
+    costs it again against the left-to-right order."""
+    key = (id(terms), id(out), id(sizes), tuple(ssa_path))
+    hit = _RECENT.get(key)
+    if hit is not None and hit[0] is terms and hit[1] is out and hit[2] is sizes:
+        return hit[3]
+    cost = _path_cost(terms, out, sizes, ssa_path)
+    if len(_RECENT) >= 8:
+        _RECENT.clear()
+    _RECENT[key] = (terms, out, sizes, cost)  # the objects held: their ids stay theirs
+    return cost
+
+
+# (ids of terms, out, sizes; path) -> (those objects, cost): path_cost's last answers, a few
+_RECENT: dict[tuple, tuple] = {}
+
+
+def _path_cost(terms, out, sizes, ssa_path) -> float:
     live: list = [tuple(t) for t in terms]
     needed: dict = dict.fromkeys(out, 1)  # how many live terms (and the output) hold a label
     for t in live:
