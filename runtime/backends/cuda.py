@@ -224,7 +224,10 @@ def _svd(be: Backend, node: Node):
         with cupyx.errstate(linalg="raise"):  # as default_kernel: non-convergence raises
             return svd_arrays(x, full)
 
-    kern = svd_kernel(fallback)
+    def fallback_host(x):
+        return svd_arrays(x, full)  # gesdd, matrix by matrix with gesvd where it fails
+
+    kern = svd_kernel(fallback, fallback_host)
 
     def run(x):
         u, s, vh = kern(x, full)

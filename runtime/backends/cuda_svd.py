@@ -14,19 +14,24 @@ inputs: docs/benchmarks.md).
 
 **Why checked.** gesvdp is not uniformly accurate: on spectra that decay over many orders of
 magnitude or are rank-deficient its singular values can be off by 1e-10 to 1e-4 of the largest
-(it says so itself: ``h_err_sigma``, the size of the perturbation it committed). A result is
-therefore kept only where ``h_err_sigma <= TOL_ULPS * eps * s_max`` (about what gesvd commits);
-otherwise the matrix is redone with gesvd, so every result is as accurate as gesvd's. A try
-costs about a quarter of gesvd (1024 x 1024: 31 ms against 115-160 ms), so trying always pays
-unless most tries fail: a kernel whose last ``FAILS_IN_A_ROW`` tries were all redone goes to
-gesvd directly for its next ``RETRY_AFTER`` calls, then tries gesvdp again. (In a DMRG sweep at
-chi=512, 5 of 24 large splits were redone, none twice in a row.)
+(it says so itself: ``h_err_sigma``, the size of the perturbation it committed; a DMRG split at
+chi=512 whose smallest singular values are 1e-30 came back with 2e-9). Its U and V stay
+orthonormal to 1e-14 even then: what is left undone is the diagonalization. A result is kept
+where ``h_err_sigma <= TOL_ULPS * eps * s_max`` (about what gesvd commits). Beyond it,
+``refine`` finishes the job: B = U^H A V is nearly diagonal, so cuSOLVER's Jacobi SVD
+(gesvdj) needs few sweeps on it, and U, V are rotated by its factors; the result is kept only
+if U and V are orthonormal and ``max |A - U diag(s) V^H| <= tol * s_max``, else the matrix is
+redone with gesvd. Every result kept meets that tolerance (about gesvd's own accuracy). A
+kernel whose last ``FAILS_IN_A_ROW`` matrices were all redone goes to gesvd directly for its
+next ``RETRY_AFTER`` calls, then tries gesvdp again.
 
-Where gesvd is used from the start: matrices with a side below ``MIN_SIDE`` (gesvdp's set-up
-costs more than it saves), ``full_matrices=True`` on non-square matrices, empty or non-finite
-inputs (gesvd's own NaN results or error stand), ROCm, a libcusolver without gesvdp, and
-``deterministic=True`` (every run must give the bits of the first, whatever an earlier call's
-check decided).
+**Small matrices** (one matrix, a side below ``MIN_SIDE``, the other at most
+``HOST_MAX_SIDE``) go to the host's LAPACK (``_host_svd``).
+
+Where gesvd is used from the start: batches of matrices with a side below ``MIN_SIDE``,
+``full_matrices=True`` on non-square matrices, empty or non-finite inputs (gesvd's own NaN
+results or error stand), ROCm, a libcusolver without gesvdp, and ``deterministic=True`` (every
+run must give the bits of the first, whatever an earlier call's check decided).
 """
 
 from __future__ import annotations
@@ -41,10 +46,13 @@ from tenloom.passes.caches import counter
 from tenloom.runtime.determinism import DETERMINISTIC
 
 # matrices done by gesvdp and kept; tried by gesvdp and redone by gesvd; done by gesvd directly
-COUNTERS = counter("runtime.cuda_svd", gesvdp=0, redone=0, gesvd=0)
+# (gesvdp's error report within tolerance; beyond it and refined by Jacobi rotations; a small
+# single matrix done on the host)
+COUNTERS = counter("runtime.cuda_svd", gesvdp=0, refined=0, redone=0, gesvd=0, host=0)
 
 MIN_SIDE = 128  # 64: gesvdp and gesvd even (2-4 ms); 128: 4.4 ms against 9.0 ms (H200)
 TOL_ULPS = 1024
+HOST_MAX_SIDE = 1024  # a single matrix with a side below MIN_SIDE, the other at most this
 FAILS_IN_A_ROW = 3
 RETRY_AFTER = 8
 
@@ -135,8 +143,8 @@ def _handle(lib, device_id: int):
 def gesvdp_tall(b, lib, hp) -> tuple | None:
     """gesvdp of the column-major m x n matrix stored in ``b`` (a C-ordered (n, m) CuPy array,
     overwritten), m >= n: ``(ut, s, vt)`` with ut the C-ordered (n, m) array of U^T, vt the
-    (n, n) array of V^T (B = U diag(s) V^H), or None where gesvdp failed or its reported error
-    is above the tolerance."""
+    (n, n) array of V^T (B = U diag(s) V^H), and whether its reported error is within the
+    tolerance; None where gesvdp failed."""
     n, m = b.shape
     dt = b.dtype
     ct = _CUDA_TYPE[dt]
@@ -170,16 +178,53 @@ def gesvdp_tall(b, lib, hp) -> tuple | None:
     if status:
         return None
     top, ok = float(s[0].get()), int(info.get()[0]) == 0
-    tol = TOL_ULPS * float(np.finfo(real).eps)
-    # h_err_sigma's scale is not documented: held to the tighter of absolute and relative
-    if not ok or not np.isfinite(top) or not err.value <= tol * min(top, 1.0):
+    if not ok or not np.isfinite(top):
         return None
-    return ut, s, vt
+    # h_err_sigma's scale is not documented: held to the tighter of absolute and relative
+    return ut, s, vt, err.value <= _tol(real) * min(top, 1.0)
 
 
-def svd_kernel(fallback) -> Any:
-    """The SVD op's kernel on CUDA: ``run(x)`` -> the op's packed result (u, s, vh flattened,
-    as the reference packs them); ``fallback(x)`` is the reference (CuPy's gesvd)."""
+def _tol(real) -> float:
+    return TOL_ULPS * float(np.finfo(real).eps)
+
+
+def refine(x, u, s, vh):
+    """gesvdp's factors of ``x`` whose ``U^H x V`` is not diagonal enough (its error report
+    above the tolerance; U and V themselves stay orthonormal): the SVD of the k x k matrix
+    B = U^H x V by Jacobi rotations (cuSOLVER's gesvdj, few sweeps on a near-diagonal B), and
+    U, V rotated by its factors: ``(u, s, vh)``, or None where the result misses the tolerance
+    (orthonormal factors and ``max |x - U diag(s) V^H| <= tol * s_max``)."""
+    import cupyx.cusolver
+
+    ubh = u.conj().T
+    b = ubh @ x @ vh.conj().T
+    ub, sb, vb = cupyx.cusolver.gesvdj(b, full_matrices=False)
+    u2 = u @ ub
+    vh2 = (vh.conj().T @ vb).conj().T
+    tol = _tol(sb.dtype)
+    k = sb.shape[0]
+    eye = cp.eye(k, dtype=u2.dtype)
+    top = float(sb[0].get()) if k else 0.0
+    checks = (
+        cp.abs(u2.conj().T @ u2 - eye).max(),
+        cp.abs(vh2 @ vh2.conj().T - eye).max(),
+        cp.abs(x - (u2 * sb) @ vh2).max() / max(top, np.finfo(sb.dtype).tiny),
+    )
+    worst = float(cp.stack(checks).max().get())
+    return (u2, sb, vh2) if np.isfinite(top) and worst <= tol else None
+
+
+def _host_svd(x, fallback_host):
+    """A small matrix's SVD on the host's LAPACK (gesdd, gesvd where it fails), copied both
+    ways: cuSOLVER's gesvd launches a kernel per Householder step, so below ``MIN_SIDE`` rows
+    it takes 2-9 ms where LAPACK takes well under one (the same hybrid split as MAGMA's)."""
+    u, s, vh = fallback_host(cp.asnumpy(x))
+    return cp.asarray(u), cp.asarray(s), cp.asarray(vh)
+
+
+def svd_kernel(fallback, fallback_host) -> Any:
+    """The SVD op's kernel on CUDA: ``run(x, full)`` -> ``(u, s, vh)``; ``fallback(x)`` is the
+    reference on the device (CuPy's gesvd), ``fallback_host`` the same on host arrays."""
     state = {"skip": 0, "fails": 0}
 
     def one(x):
@@ -192,13 +237,21 @@ def svd_kernel(fallback) -> Any:
             got = gesvdp_tall(x.copy(), lib, hp)
             if got is None:
                 return None
-            ut, s, vt = got
-            return vt.T.conj(), s, ut
-        got = gesvdp_tall(cp.ascontiguousarray(x.T), lib, hp)  # B = x, m x n
-        if got is None:
-            return None
-        ut, s, vt = got
-        return ut.T, s, vt.conj()
+            ut, s, vt, within = got
+            u, vh = vt.T.conj(), ut
+        else:
+            got = gesvdp_tall(cp.ascontiguousarray(x.T), lib, hp)  # B = x, m x n
+            if got is None:
+                return None
+            ut, s, vt, within = got
+            u, vh = ut.T, vt.conj()
+        if within:
+            COUNTERS["gesvdp"] += 1
+            return u, s, vh
+        got = refine(x, u, s, vh)
+        if got is not None:
+            COUNTERS["refined"] += 1
+        return got
 
     def run(x, full: bool):
         m, n = x.shape[-2:]
@@ -212,6 +265,15 @@ def svd_kernel(fallback) -> Any:
         if usable and state["skip"] > 0:
             state["skip"] -= 1
             usable = False
+        if (
+            x.ndim == 2
+            and 0 < min(m, n) < MIN_SIDE
+            and max(m, n) <= HOST_MAX_SIDE
+            and not full
+            and x.dtype in _CUDA_TYPE
+        ):
+            COUNTERS["host"] += 1
+            return _host_svd(x, fallback_host)
         if not usable or x.size == 0 or not bool(cp.isfinite(x).all()):
             COUNTERS["gesvd"] += 1
             return fallback(x)
@@ -227,7 +289,6 @@ def svd_kernel(fallback) -> Any:
                 got = fallback(a)
             else:
                 state["fails"] = 0
-                COUNTERS["gesvdp"] += 1
             parts.append(got)
         batch = x.shape[:-2]
         return tuple(
