@@ -97,7 +97,10 @@ def cse(graph: Graph, ctx: PassContext) -> Graph:
         fp[id(node)] = hash((node.op.code, node.shape, node.dtype.num, key, *kids))
         return node
 
-    res = map_graph(graph, fn)
+    # the fingerprints only order commutative operands: a graph without such ops (a network of
+    # contractions) keeps its nodes as they are, unfingerprinted
+    has_commutative = any(n.op in COMMUTATIVE for n in graph.order)
+    res = map_graph(graph, fn) if has_commutative else graph
     # until nothing changes: a substitution rebuilds the nodes above it, whose own values-only
     # decompositions are then matched on the next round
     while (shared := _share_decompositions(res)) is not res:
