@@ -100,6 +100,7 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
     computed once (see the module docstring)."""
     reduced = folded = 0
     fold = ctx.options.fold_constants
+    reductions: dict[tuple, Node] = {}  # (operand, its labels, labels kept) -> its reduction
 
     def fn(node: Node) -> Node:
         nonlocal reduced, folded
@@ -121,10 +122,15 @@ def prereduce(graph: Graph, ctx: PassContext) -> Graph:
         for x, t in zip(node.inputs, terms):
             keep = reduced_term(t, total, out)
             if keep != tuple(t):
-                x = einsum_node([x], [t], keep)
-                if fold and (const := _folded(x)) is not None:
-                    x = const
-                    folded += 1
+                key = (x, tuple(t), keep)  # one operand reduced alike in many networks
+                done = reductions.get(key)
+                if done is None:
+                    done = einsum_node([x], [t], keep)
+                    if fold and (const := _folded(done)) is not None:
+                        done = const
+                    reductions[key] = done
+                folded += done.op is Op.CONST
+                x = done
                 reduced += 1
                 changed = True
             nodes.append(x)
