@@ -9,6 +9,7 @@ the node.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Any
 
@@ -80,7 +81,7 @@ def bind_feed(
                 f"pass feed={{{name}: array}}"
             )
         value = by_node[id(ph)]
-        if hasattr(value, "__cuda_array_interface__"):
+        if type(value) in _DEVICE_TYPES or hasattr(value, "__cuda_array_interface__"):
             bound[id(ph)] = _device_feed(value, ph, devices)
             continue
         arr = np.asarray(value)
@@ -101,11 +102,9 @@ def _device_feed(value: Any, ph: Node, devices: Any, leaf: bool = False) -> Any:
     device-resident leaf (``register_device_leaf``), not a feed."""
     name = ph.attrs.name
     where = _cuda_index(value)
-    names = [devices] if isinstance(devices, str) else list(devices or ())
+    names = (devices,) if isinstance(devices, str) else tuple(devices or ())
     want = f"cuda:{where}" if where is not None else "a CUDA device"
-    from tenloom.runtime.options import parse_device_name
-
-    run = [parse_device_name("feed", n) for n in names]
+    run = _parsed_devices(names)
     if len(run) != 1 or run[0][0] != "cuda" or (where is not None and run[0][1] != where):
         ran = ", ".join(names) if names else "cpu"
         if leaf:
@@ -127,6 +126,10 @@ def _device_feed(value: Any, ph: Node, devices: Any, leaf: bool = False) -> Any:
             f"to it has shape {fmt_shape(shape)}"
         )
     dtype = array_dtype(value, f"feed: placeholder {name!r}")
+    if type(value).__module__.startswith("cupy"):
+        # issue 23: a type whose arrays are all device arrays (CuPy's) is known without asking
+        # each array for its __cuda_array_interface__ (a dict built per call)
+        _DEVICE_TYPES.add(type(value))
     if dtype != ph.dtype:
         if not np.can_cast(dtype, ph.dtype, "safe"):
             raise DTypeError(
@@ -137,6 +140,20 @@ def _device_feed(value: Any, ph: Node, devices: Any, leaf: bool = False) -> Any:
 
         return cp.asarray(value).astype(ph.dtype)
     return value
+
+
+# array types every instance of which is a CUDA array (CuPy's ndarray); torch's Tensor is not
+# one (a CPU tensor has no __cuda_array_interface__), so it is asked each time
+_DEVICE_TYPES: set = set()
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_devices(names: tuple) -> tuple:
+    """The run's device names parsed, once per set of names (a plan's call binds each of its
+    placeholders against the same names)."""
+    from tenloom.runtime.options import parse_device_name
+
+    return tuple(parse_device_name("feed", n) for n in names)
 
 
 def array_dtype(value: Any, where: str) -> np.dtype:

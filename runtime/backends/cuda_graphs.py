@@ -395,6 +395,7 @@ class Captured:
         self.graphs: list = []
         self.pack_graph = None
         self.in_event = None
+        self.last_sig = self.last_gather = None
         self._fill(feed, upload)
         for i, seg in enumerate(self.segments):
             last = i == len(self.segments) - 1
@@ -484,6 +485,21 @@ class Captured:
         """The leaves' values into their fixed buffers, on the replay stream: host arrays
         through the pinned buffer in one copy, device arrays by a copy kernel each."""
         stream = self.dev.stream
+        # the same CuPy arrays (pointers, strides, dtypes) as the last call: the copy table on
+        # the device is still right, only the gather runs (their values may have changed)
+        sig: list | None = []
+        for _slot, node, _d, _h in self.in_views:
+            value = node.attrs.constant.value if node.op is Op.CONST else feed[id(node)]
+            if type(value) is not cp.ndarray:
+                sig = None
+                break
+            sig.append((value.data.ptr, value.strides, value.dtype))
+        if sig is not None and sig == self.last_sig and self.last_gather is not None:
+            n, blocks = self.last_gather
+            with self.backend.device, stream:
+                _gather_kernel()((blocks, n), (256,), (self.table_dev,))
+            return
+        self.last_sig = self.last_gather = None
         if self.in_event is not None:
             self.in_event.synchronize()  # the last copy out of the pinned buffer is done
         host_any = False
@@ -524,6 +540,8 @@ class Captured:
                 self.in_event = stream.record()
             for d, value in others:
                 cp.copyto(d, value, casting="unsafe")
+        if sig is not None and rows and not host_any and not others and len(rows) == len(sig):
+            self.last_sig, self.last_gather = sig, (n, blocks)
 
     def call(self, feed: dict, upload: bool, device: str | None) -> list:
         be, dev = self.backend, self.dev
