@@ -70,6 +70,7 @@ def bind_feed(
             raise OptionTypeError(f"feed: key {key!r} is not a placeholder")
         by_node[id(node)] = value
     bound: dict[int, np.ndarray] = {}
+    cuda_index = None  # the run's one CUDA device's index (-1: not one CUDA device), once asked
     for ph in graph.placeholders:
         name = ph.attrs.name
         if id(ph) not in by_node and ph in _DEVICE_LEAVES:
@@ -81,6 +82,21 @@ def bind_feed(
                 f"pass feed={{{name}: array}}"
             )
         value = by_node[id(ph)]
+        if type(value) in _DEVICE_TYPES:
+            # issue 23: a CuPy array already right for this run (its one CUDA device, the
+            # placeholder's shape and dtype) is bound without the checks' error paths
+            if cuda_index is None:
+                run = _parsed_devices(
+                    (devices,) if isinstance(devices, str) else tuple(devices or ())
+                )
+                cuda_index = run[0][1] if len(run) == 1 and run[0][0] == "cuda" else -1
+            if (
+                value.shape == ph.shape
+                and value.dtype == ph.dtype
+                and value.device.id == cuda_index
+            ):
+                bound[id(ph)] = value
+                continue
         if type(value) in _DEVICE_TYPES or hasattr(value, "__cuda_array_interface__"):
             bound[id(ph)] = _device_feed(value, ph, devices)
             continue
