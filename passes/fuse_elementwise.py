@@ -54,6 +54,8 @@ class FusionLimits:
     source_size: Callable[[tuple], int] | None = None  # program -> size (None: not capped)
     big_elements: int | None = None  # regions this big may take big_max_ops ops, any inputs
     big_max_ops: int = 4096
+    big_max_inputs: int | None = None  # a big region's inputs (None: any; issue 23: CUDA's
+    # generated kernels take their inputs as kernel parameters, which are bounded)
 
 
 LIMITS: dict[str | None, FusionLimits] = {}  # device kind (None: no target) -> limits
@@ -145,7 +147,9 @@ def _grow(
                 frontier.append(x)
     while len(members) >= 2:
         program, inputs = _program(members, member_ids)
-        if big or (
+        if big and (limits.big_max_inputs is None or len(inputs) <= limits.big_max_inputs):
+            return program, inputs, member_ids
+        if not big and (
             len(inputs) <= limits.max_inputs and (size is None or size(program) <= limits.max_size)
         ):
             return program, inputs, member_ids

@@ -30,7 +30,7 @@ from tenloom.graph.ops import OPS, Op, OpKind
 from tenloom.graph.ops.leaf import full_value, is_frozen
 from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.backends.cuda_graphs import captured_bytes, replay  # issue 23
-from tenloom.runtime.codegen import PORTABLE
+from tenloom.runtime.codegen import GPU
 from tenloom.runtime.codegen.cuda import COMPLEX_ORDER, FUSED_PREAMBLE, fused_source
 from tenloom.runtime.kernels.contract import contract_kernel
 
@@ -251,7 +251,7 @@ class Backend(BackendBase):
 
     dtypes = SUPPORTED
     streams = True
-    fusion = PORTABLE
+    fusion = GPU  # issue 23: big regions are one kernel of up to 4096 ops
     KERNELS = {
         Op.CONTRACT: _contract,
         Op.FULL: _full,

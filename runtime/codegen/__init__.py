@@ -12,7 +12,9 @@ What a region may hold is decided here too, as data the fusion pass reads
 (``passes.fuse_elementwise.FusionLimits``; the pass owns no templates and imports no runtime):
 every backend fuses the ops and dtypes that numexpr computes exactly as NumPy does, within
 numexpr's caps (``PORTABLE``), and the CPU lets a region over ``ufuncs.BIG_REGION`` elements take
-``ufuncs.BIG_MAX_OPS`` ops with any number of inputs (``CPU``). Each backend carries its limits
+``ufuncs.BIG_MAX_OPS`` ops with any number of inputs (``CPU``); CUDA and ROCm let a region over
+``GPU_BIG_REGION`` elements take as many ops with up to ``MAX_INPUTS`` inputs (``GPU``: one
+generated kernel, its inputs kernel parameters). Each backend carries its limits
 as ``fusion``; ``LIMITS`` holds them by device kind, registered with the pass at import for
 graphs whose options name a ``target`` device.
 """
@@ -40,13 +42,21 @@ PORTABLE = FusionLimits(
     source_size=numexpr.expression_size,
 )
 CPU = dataclasses.replace(PORTABLE, big_elements=BIG_REGION, big_max_ops=BIG_MAX_OPS)
+# issue 23: on a GPU a region over GPU_BIG_REGION elements is one generated kernel of up to
+# BIG_MAX_OPS ops (cuda.py writes any program; the numexpr caps are the CPU's), so a long chain
+# reads and writes memory once instead of once per 48 ops; smaller regions keep the portable
+# caps, whose short kernels compile fast and are shared by repeated blocks
+GPU_BIG_REGION = 1 << 16
+GPU = dataclasses.replace(
+    PORTABLE, big_elements=GPU_BIG_REGION, big_max_ops=BIG_MAX_OPS, big_max_inputs=MAX_INPUTS
+)
 
 # device kind -> limits (None: a graph optimized for no particular device)
 LIMITS: dict[str | None, FusionLimits] = {
     None: PORTABLE,
     "cpu": CPU,
-    "cuda": PORTABLE,
-    "rocm": PORTABLE,
+    "cuda": GPU,
+    "rocm": GPU,
     "opencl": PORTABLE,
 }
 for _kind, _limits in LIMITS.items():
@@ -61,6 +71,8 @@ def fusable(node: Node) -> bool:
 
 __all__ = [
     "BIG_MAX_OPS",
+    "GPU",
+    "GPU_BIG_REGION",
     "BIG_REGION",
     "CPU",
     "LIMITS",
