@@ -286,24 +286,24 @@ _DISK_KEY: list[str] = []
 
 def _model_digest() -> str:
     """A digest of what decides which tree a search keeps: the source of the cost model
-    (passes/cost.py) and of the search (passes/contraction_order.py), their constants as they
-    are now, cotengra's version and the optional packages its searches pick up (kahypar, its
-    default optimizer library). A change to any of them makes every entry written before
-    unreadable, so a cached tree is always the tree a fresh search would give."""
+    (passes/cost.py) and of the search (passes/contraction_order.py, passes/paths.py), their
+    constants as they are now, cotengra's version and the optional packages its searches pick
+    up (kahypar, its default optimizer library). A change to any of them makes every entry
+    written before unreadable, so a cached tree is always the tree a fresh search would give."""
     import hashlib
 
     import cotengra
     from cotengra.hyperoptimizers.hyper import get_default_hq_methods, get_default_optlib
-    from tenloom.passes import contraction_order, cost
+    from tenloom.passes import contraction_order, cost, paths
 
     items = sorted(
         (f"{mod.__name__}.{name}", repr(value))
-        for mod in (cost, contraction_order)
+        for mod in (cost, contraction_order, paths)
         for name, value in vars(mod).items()
         if name.isupper() and isinstance(value, (int, float)) and not isinstance(value, bool)
     )
     h = hashlib.sha256(repr(items).encode())
-    for mod in (cost, contraction_order):
+    for mod in (cost, contraction_order, paths):
         with open(mod.__file__, "rb") as f:
             h.update(f.read())
     h.update(repr((cotengra.__version__, get_default_hq_methods(), get_default_optlib())).encode())

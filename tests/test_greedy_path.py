@@ -11,6 +11,7 @@ import pytest
 from tenloom.graph.ops.contract import pairwise_madds
 from tenloom.graph.ops.sliced import path_steps
 from tenloom.passes import contraction_order as co
+from tenloom.passes.paths import as_path, greedy_path, path_cost, tree_order
 
 
 def networks():
@@ -50,17 +51,17 @@ def test_tree_order_is_the_step_order_of_cotengras_tree():
         paths += list(random_paths(n, rng))
         for p in paths:
             tree = ctg.ContractionTree.from_path(terms, out, sizes, ssa_path=p)
-            assert co.tree_order(p, n) == tuple(map(tuple, tree.get_ssa_path()))
+            assert tree_order(p, n) == tuple(map(tuple, tree.get_ssa_path()))
             checked += 1
     assert checked > 100
-    assert co.tree_order((), 1) == ()
+    assert tree_order((), 1) == ()
 
 
 def test_greedy_path_is_cotengras_greedy_preset():
     for terms, out, sizes in networks():
-        found = co.greedy_path(terms, out, sizes)
+        found = greedy_path(terms, out, sizes)
         tree = ctg.array_contract_tree(terms, out, sizes, optimize="greedy")
-        assert co._as_path(found) == tuple(map(tuple, tree.get_ssa_path()))
+        assert as_path(found) == tuple(map(tuple, tree.get_ssa_path()))
 
 
 def test_greedy_path_with_a_lone_index_is_the_presets_tree():
@@ -71,9 +72,9 @@ def test_greedy_path_with_a_lone_index_is_the_presets_tree():
         ("c",),
         {"a": 2, "b": 3, "c": 4, "x": 5},
     )
-    found = co.greedy_path(terms, out, sizes)
+    found = greedy_path(terms, out, sizes)
     tree = ctg.array_contract_tree(terms, out, sizes, optimize="greedy")
-    assert co._as_path(found) == tuple(map(tuple, tree.get_ssa_path()))
+    assert as_path(found) == tuple(map(tuple, tree.get_ssa_path()))
 
 
 @pytest.mark.parametrize("kind", ["greedy", "random", "chain"])
@@ -82,16 +83,16 @@ def test_path_cost_is_the_sum_over_path_steps_and_cotengras_cost(kind):
     for terms, out, sizes in networks():
         n = len(terms)
         if kind == "greedy":
-            path = co._as_path(co.greedy_path(terms, out, sizes))
+            path = as_path(greedy_path(terms, out, sizes))
         elif kind == "random":
             path = next(random_paths(n, rng, 1))
         else:
             path = co._left_to_right(n)
         steps = path_steps(terms, out, path)
         expected = float(sum(pairwise_madds(a, b, keep, sizes) for _, _, a, b, keep in steps))
-        assert co.path_cost(terms, out, sizes, path) == expected
+        assert path_cost(terms, out, sizes, path) == expected
         tree = ctg.ContractionTree.from_path(terms, out, sizes, ssa_path=path)
-        assert co.path_cost(terms, out, sizes, path) == float(tree.contraction_cost())
+        assert path_cost(terms, out, sizes, path) == float(tree.contraction_cost())
 
 
 def test_path_cost_with_repeated_labels_in_a_term():
@@ -100,4 +101,4 @@ def test_path_cost_with_repeated_labels_in_a_term():
     for path in ([(0, 1), (2, 3), (4, 5)], [(0, 3), (1, 2), (4, 5)], [(1, 2), (0, 4), (3, 5)]):
         steps = path_steps(terms, out, path)
         expected = float(sum(pairwise_madds(a, b, keep, sizes) for _, _, a, b, keep in steps))
-        assert co.path_cost(terms, out, sizes, path) == expected
+        assert path_cost(terms, out, sizes, path) == expected
