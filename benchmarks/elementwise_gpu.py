@@ -31,7 +31,8 @@ from workloads import chain_ops  # noqa: E402
 BLOCKS = 250  # 2000 ops
 
 
-def timed(fn, sync, repeats: int) -> dict:
+def timed(fn, sync, repeats: int, what: str = "") -> dict:
+    print(f"[{time.strftime('%H:%M:%S')}] {what} ...", flush=True)
     t0 = time.perf_counter()
     out = fn()
     sync()
@@ -45,7 +46,11 @@ def timed(fn, sync, repeats: int) -> dict:
         fn()
         sync()
         ts.append(time.perf_counter() - t0)
-    return {"first_s": first, "median_s": statistics.median(ts), "out": out}
+    med = statistics.median(ts)
+    print(
+        f"[{time.strftime('%H:%M:%S')}] {what}: first {first:.2f} s, {med * 1e3:.2f} ms", flush=True
+    )
+    return {"first_s": first, "median_s": med, "out": out}
 
 
 def main(argv=None) -> dict:
@@ -64,13 +69,17 @@ def main(argv=None) -> dict:
     res: dict = {}
 
     ph = tl.placeholder((args.n,), "float32", name="x")
+    t0 = time.perf_counter()
     plan = tl.compile([chain_ops(tl, ph, ph, BLOCKS)], [ph], device="cuda:0", to_host=False)
-    r = timed(lambda: plan(dx)[0], sync, args.repeats)
+    print(f"tl.compile: {time.perf_counter() - t0:.2f} s", flush=True)
+    r = timed(lambda: plan(dx)[0], sync, args.repeats, "tenloom compile")
     ref = r.pop("out")
     res["tenloom compile (captured)"] = r
     res["tenloom compile: kernels"] = sum(1 for n in plan.optimized.order if n.op.value == "fused")
     lazy = chain_ops(tl, tl.asarray(x), tl.asarray(x), BLOCKS)
-    r = timed(lambda: tl.evaluate(lazy, device="cuda:0", to_host=False)[0], sync, args.repeats)
+    r = timed(
+        lambda: tl.evaluate(lazy, device="cuda:0", to_host=False)[0], sync, args.repeats, "evaluate"
+    )
     res["tenloom evaluate"] = r
     res["tenloom evaluate"]["max_abs_diff"] = float(cp.abs(r.pop("out") - ref).max())
 
@@ -80,7 +89,7 @@ def main(argv=None) -> dict:
 
         jx = jax.device_put(jnp.asarray(x))
         f = jax.jit(lambda v: chain_ops(jnp, v, v, BLOCKS))
-        r = timed(lambda: f(jx).block_until_ready(), sync, args.repeats)
+        r = timed(lambda: f(jx).block_until_ready(), sync, args.repeats, "jax.jit")
         out = cp.asarray(np.asarray(r.pop("out")))
         r["max_abs_diff"] = float(cp.abs(out - ref).max())
         res["jax.jit"] = r
@@ -92,7 +101,7 @@ def main(argv=None) -> dict:
 
         tx = torch.from_dlpack(dx)
         g = torch.compile(lambda v: chain_ops(torch, v, v, BLOCKS))
-        r = timed(lambda: g(tx), torch.cuda.synchronize, args.repeats)
+        r = timed(lambda: g(tx), torch.cuda.synchronize, args.repeats, "torch.compile")
         r["max_abs_diff"] = float(cp.abs(cp.from_dlpack(r.pop("out")) - ref).max())
         res["torch.compile"] = r
     except Exception as e:  # noqa: BLE001
