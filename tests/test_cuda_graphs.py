@@ -256,6 +256,22 @@ def test_the_same_device_arrays_again_are_read_afresh():
 
 
 @cuda
+def test_frozen_constants_are_copied_in_once_and_writeable_ones_every_replay():
+    frozen = RNG.standard_normal((20, 30))
+    frozen.flags.writeable = False
+    live = RNG.standard_normal((30, 10))
+    t = tl.tanh(tl.asarray(frozen) @ tl.asarray(live)).sum(axis=0)
+    before = _counters()
+    for k in range(6):
+        np.testing.assert_allclose(
+            t.evaluate(device="cuda:0"), np.tanh(frozen @ live).sum(axis=0), rtol=1e-12
+        )
+        live[k] *= -2.0  # a writeable constant changed in place: every replay reads it
+    after = _counters()
+    assert after["replays"] > before["replays"]
+
+
+@cuda
 def test_device_inputs_of_any_layout_and_dtype_are_copied_in():
     """Device inputs go into the captured buffers by one gather kernel: offset, transposed,
     strided and negative-stride views, item sizes 1 to 16 bytes."""

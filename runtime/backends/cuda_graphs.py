@@ -41,6 +41,7 @@ import numpy as np
 from tenloom.graph.errors import TenloomError
 from tenloom.graph.ops import Op
 from tenloom.graph.ops.contract import contract_layout, gemm_operands
+from tenloom.graph.ops.leaf import is_frozen
 from tenloom.passes.caches import counter
 from tenloom.runtime import capture
 from tenloom.runtime.program import failure
@@ -396,6 +397,7 @@ class Captured:
         self.pack_graph = None
         self.in_event = None
         self.last_sig = self.last_gather = None
+        self.settled: set[int] | None = None  # leaf slots filled for good (frozen constants)
         self._fill(feed, upload)
         for i, seg in enumerate(self.segments):
             last = i == len(self.segments) - 1
@@ -485,10 +487,15 @@ class Captured:
         """The leaves' values into their fixed buffers, on the replay stream: host arrays
         through the pinned buffer in one copy, device arrays by a copy kernel each."""
         stream = self.dev.stream
+        # frozen constants (read-only arrays: graph/ops/leaf.py is_frozen) cannot change: they
+        # are copied in by the first fill only, as the step-by-step run keeps their device copy
+        settled = self.settled or ()
         # the same CuPy arrays (pointers, strides, dtypes) as the last call: the copy table on
         # the device is still right, only the gather runs (their values may have changed)
         sig: list | None = []
-        for _slot, node, _d, _h in self.in_views:
+        for slot, node, _d, _h in self.in_views:
+            if slot in settled:
+                continue
             value = node.attrs.constant.value if node.op is Op.CONST else feed[id(node)]
             if type(value) is not cp.ndarray:
                 sig = None
@@ -504,7 +511,9 @@ class Captured:
             self.in_event.synchronize()  # the last copy out of the pinned buffer is done
         host_any = False
         others, rows, most = [], [], 0
-        for _slot, node, d, h in self.in_views:
+        for slot, node, d, h in self.in_views:
+            if slot in settled:
+                continue
             value = node.attrs.constant.value if node.op is Op.CONST else feed[id(node)]
             if isinstance(value, np.ndarray) or not hasattr(value, "__cuda_array_interface__"):
                 np.copyto(h, value, casting="unsafe")
@@ -542,6 +551,12 @@ class Captured:
                 cp.copyto(d, value, casting="unsafe")
         if sig is not None and rows and not host_any and not others and len(rows) == len(sig):
             self.last_sig, self.last_gather = sig, (n, blocks)
+        if self.settled is None:
+            self.settled = {
+                slot
+                for slot, node, _d, _h in self.in_views
+                if node.op is Op.CONST and is_frozen(node.attrs.constant.value)
+            }
 
     def call(self, feed: dict, upload: bool, device: str | None) -> list:
         be, dev = self.backend, self.dev
