@@ -350,16 +350,16 @@ def _copy_bytes(node: Node, layouts: dict[int, tuple], fixed: bool = False) -> i
 class _CopyBytes:
     """``_copy_bytes`` for the choices below, which ask it of the same consumers again and
     again under other layouts (a TEBD energy: 700 times for 180 contractions): each
-    consumer's labels, sizes and operands' natural layouts worked out once."""
+    consumer's labels, sizes and operands' natural layouts worked out once, and each answer
+    kept by the consumer and the two layouts it depends on (its operands')."""
 
-    __slots__ = ("prep",)
+    __slots__ = ("prep", "seen")
 
     def __init__(self) -> None:
         self.prep: dict[int, tuple] = {}
+        self.seen: dict[tuple, int] = {}  # (id(node), layout of a, layout of b, fixed) -> bytes
 
     def __call__(self, node: Node, layouts: dict[int, tuple], fixed: bool = False) -> int:
-        if fixed:
-            return _copy_bytes(node, layouts, True)
         p = self.prep.get(id(node))
         if p is None:
             a, b = node.inputs
@@ -371,9 +371,18 @@ class _CopyBytes:
             p = (node, ta, tb, out, sizes, dims, id(a), id(b), nat_a, nat_b, a.nbytes, b.nbytes)
             self.prep[id(node)] = p  # the node is kept in the entry: its id stays its own
         _, ta, tb, out, sizes, dims, ida, idb, nat_a, nat_b, size_a, size_b = p
-        mem_a = memory_labels(ta, layouts.get(ida, nat_a))
-        mem_b = memory_labels(tb, layouts.get(idb, nat_b))
-        return plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a, size_b, dims)[2]
+        lay_a, lay_b = layouts.get(ida, nat_a), layouts.get(idb, nat_b)
+        key = (id(node), lay_a, lay_b, fixed)
+        hit = self.seen.get(key)
+        if hit is not None:
+            return hit
+        if fixed:
+            hit = _copy_bytes(node, layouts, True)
+        else:
+            mem_a, mem_b = memory_labels(ta, lay_a), memory_labels(tb, lay_b)
+            hit = plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a, size_b, dims)[2]
+        self.seen[key] = hit
+        return hit
 
 
 def _flipped_layout(node: Node) -> tuple[int, ...]:

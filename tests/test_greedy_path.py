@@ -102,3 +102,75 @@ def test_path_cost_with_repeated_labels_in_a_term():
         steps = path_steps(terms, out, path)
         expected = float(sum(pairwise_madds(a, b, keep, sizes) for _, _, a, b, keep in steps))
         assert path_cost(terms, out, sizes, path) == expected
+
+
+def greedy_networks(count: int):
+    """Random networks of every shape cotengra makes, sizes 1-6 (many ties among scores)."""
+    rng = random.Random(0)
+    for seed in range(count):
+        kind = seed % 6
+        if kind == 0:
+            i, o, _, sd = ctg.utils.rand_equation(
+                rng.randint(3, 40),
+                rng.randint(2, 4),
+                n_out=rng.randint(0, 3),
+                n_hyper_in=rng.randint(0, 2),
+                n_hyper_out=rng.randint(0, 1),
+                d_min=1,
+                d_max=4,
+                seed=seed,
+            )
+        elif kind == 1:
+            n = rng.randrange(4, 60, 2)
+            i, o, _, sd = ctg.utils.randreg_equation(n, 3, d_min=2, d_max=6, seed=seed)
+        elif kind == 2:
+            shape = [rng.randint(2, 6), rng.randint(2, 6)]
+            i, o, _, sd = ctg.utils.lattice_equation(shape, d_min=1, d_max=5, seed=seed)
+        elif kind == 3:
+            n, deg = rng.randint(3, 30), rng.randint(2, 5)
+            i, o, _, sd = ctg.utils.rand_equation(n, deg, n_out=2, d_min=2, d_max=2, seed=seed)
+        elif kind == 4:
+            n = rng.randrange(60, 200, 2)
+            deg = rng.choice([3, 4])
+            i, o, _, sd = ctg.utils.randreg_equation(n, deg, d_min=2, d_max=2, seed=seed)
+        else:
+            n = rng.randint(3, 40)
+            i, o, _, sd = ctg.utils.tree_equation(n, d_min=1, d_max=3, n_outer=1, seed=seed)
+        yield [tuple(t) for t in i], tuple(o), dict(sd)
+
+
+def test_fast_greedy_is_cotengras_greedy_step_for_step():
+    from cotengra.presets import greedy_optimize
+    from tenloom.passes.paths import _plain_greedy, canonical, fast_greedy
+
+    assert _plain_greedy(greedy_optimize)  # cotengrust is not installed here: the Python greedy
+    applied = 0
+    for terms, out, sizes in greedy_networks(600):
+        t, o, s = canonical(terms, out, sizes)
+        found = fast_greedy(t, o, dict(s))
+        if found is None:
+            continue
+        applied += 1
+        assert found == [tuple(p) for p in greedy_optimize.ssa_path(t, o, dict(s))]
+    assert applied > 200
+
+
+@pytest.mark.parametrize(
+    "terms, out",
+    [
+        ([("a", "x"), ("a", "b"), ("b", "c")], ("c",)),  # a lone index
+        ([("a", "b"), ("a", "b"), ("b", "c")], ("c",)),  # a Hadamard product
+        ([("a", "a", "b"), ("b", "c"), ("c", "d")], ("d",)),  # a diagonal
+        ([("a", "b"), ("b", "c", "a"), ("c", "a")], ()),  # a label on every tensor
+        ([("a", "b"), ("a", "b", "c"), ("d", "e"), ("d", "e", "f")], ("c", "f")),  # two pieces
+    ],
+)
+def test_fast_greedy_leaves_simplifications_to_cotengra(terms, out):
+    from tenloom.passes.paths import canonical, fast_greedy
+
+    sizes = dict.fromkeys("abcdefx", 3)
+    t, o, s = canonical(terms, out, sizes)
+    assert fast_greedy(t, o, dict(s)) is None
+    found = greedy_path(terms, out, sizes)  # cotengra's own path
+    tree = ctg.array_contract_tree(terms, out, sizes, optimize="greedy")
+    assert as_path(found) == tuple(map(tuple, tree.get_ssa_path()))
