@@ -20,7 +20,7 @@ the forward copied, and its GEMMs have the forward's shapes.
 
 from __future__ import annotations
 
-from itertools import product
+from typing import Any
 
 from tenloom.graph.graph import Graph
 from tenloom.graph.node import Node, make_node
@@ -66,28 +66,64 @@ def plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int,
 
 def _plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int):
     sa, sb, so = set(ta), set(tb), set(out)
-    batch_set = sa & sb & so
-    con_set = (sa & sb) - so
-    left = _ordered((sa & so) - sb, mem_a)
-    right = _ordered((sb & so) - sa, mem_b)
     # lone labels (in one operand only, not in the output) are summed first; ignore them here
     mem_a = tuple(lab for lab in mem_a if lab in sb or lab in so)
     mem_b = tuple(lab for lab in mem_b if lab in sa or lab in so)
-    views_a, views_b = _views_of(mem_a, sizes), _views_of(mem_b, sizes)
+    left = tuple(lab for lab in mem_a if lab not in sb)
+    right = tuple(lab for lab in mem_b if lab not in sa)
+    # the batch and contracted labels in either operand's memory order: up to four candidates,
+    # tried (a, a), (a, b), (b, a), (b, b); the first of the fewest copied bytes is kept
+    batches = (
+        tuple(lab for lab in mem_a if lab in sb and lab in so),
+        tuple(lab for lab in mem_b if lab in sa and lab in so),
+    )
+    cons = (
+        tuple(lab for lab in mem_a if lab in sb and lab not in so),
+        tuple(lab for lab in mem_b if lab in sa and lab not in so),
+    )
+    pos_a, last_a = _positions(mem_a, sizes)
+    pos_b, last_b = _positions(mem_b, sizes)
     best = None
     tried = set()
-    for bmem, cmem in product((mem_a, mem_b), repeat=2):
-        batch, con = _ordered(batch_set, bmem), _ordered(con_set, cmem)
-        if (batch, con) in tried:  # the same candidate (no batch, or both orders agree)
-            continue
-        tried.add((batch, con))
-        ok_a = views_a((batch, left, con), batch)
-        ok_b = views_b((batch, con, right), batch)
-        cost = (0 if ok_a else size_a) + (0 if ok_b else size_b)
-        copies = (not ok_a) + (not ok_b)
-        if best is None or cost < best[2]:
-            best = ((batch, left, con, right), copies, cost)
+    for batch in batches:
+        for con in cons:
+            if (batch, con) in tried:  # the same candidate (no batch, or both orders agree)
+                continue
+            tried.add((batch, con))
+            ok_a = last_a not in batch and _runs(pos_a, sizes, (batch, left, con))
+            ok_b = last_b not in batch and _runs(pos_b, sizes, (batch, con, right))
+            cost = (0 if ok_a else size_a) + (0 if ok_b else size_b)
+            if best is None or cost < best[2]:
+                best = ((batch, left, con, right), (not ok_a) + (not ok_b), cost)
     return best
+
+
+def _positions(mem: tuple, sizes: dict) -> tuple[dict, Any]:
+    """An operand's labels of size other than 1 -> their memory positions, and its innermost
+    such label (None if none)."""
+    pos: dict = {}
+    for lab in mem:
+        if sizes[lab] != 1:
+            pos[lab] = len(pos)
+    return pos, next(reversed(pos), None)
+
+
+def _runs(pos: dict, sizes: dict, groups) -> bool:
+    """Whether every group's labels of size other than 1 occupy consecutive memory positions
+    in the group's order."""
+    for g in groups:
+        first = None
+        for lab in g:
+            if sizes[lab] == 1:
+                continue
+            p = pos[lab]
+            if first is None:
+                first = prev = p
+            elif p != prev + 1:
+                return False
+            else:
+                prev = p
+    return True
 
 
 def _views_of(mem: tuple, sizes: dict):
@@ -212,15 +248,16 @@ def _lower(
     stats = {"contractions": 0, "permutation_copies": 0, "copied_bytes": 0, "layouts": 0}
     stats["transposes_folded"] = stats["mirrored"] = 0
     for node in graph.order:
-        ins = tuple(new[id(i)] for i in node.inputs)
+        ins = tuple([new[id(i)] for i in node.inputs])
         res = None
-        if node.op is Op.EINSUM and len(ins) == 2 and any(0 in x.shape for x in ins):
+        pair = node.op is Op.EINSUM and len(ins) == 2
+        if pair and (0 in ins[0].shape or 0 in ins[1].shape):
             # a zero-size label: exactly zero (or empty). A CONTRACT would sum a zero-size lone
             # label first, and 0 * NaN is NaN where NumPy's empty sum gives 0
             from tenloom.passes.contraction_order import empty_network
 
             res = empty_network(node)
-        elif node.op is Op.EINSUM and len(ins) == 2:
+        elif pair:
             (ta, tb), out = node.attrs
             if len(set(ta)) == len(ta) and len(set(tb)) == len(tb):
                 folded = (_fold_transpose(ins[0], ta), _fold_transpose(ins[1], tb))
@@ -233,7 +270,8 @@ def _lower(
                 )
                 done = memo.get(key)
                 if done is None:
-                    done = memo[key] = _lower_pair(node, ins, folded, key[2], forwards)
+                    mirrors = forwards if key[3] or key[4] else None  # else none to mirror
+                    done = memo[key] = _lower_pair(node, ins, folded, key[2], mirrors)
                 res, n_copies, n_bytes, mirror, n_folded = done
                 if mirror:
                     mirrored.add(id(node))
@@ -262,14 +300,16 @@ def _lower(
     return new, stats
 
 
-def _lower_pair(node: Node, ins: tuple, folded: tuple, flipped: bool, forwards: dict) -> tuple:
+def _lower_pair(
+    node: Node, ins: tuple, folded: tuple, flipped: bool, forwards: dict | None
+) -> tuple:
     """``_lower``'s CONTRACT for a pairwise einsum with distinct labels per operand, whose
     lowered operands are ``ins`` (``folded``: each seen through a transpose, _fold_transpose):
     (the node, copies, copied bytes, whether it mirrors a forward contraction, transposes
-    folded)."""
+    folded). ``forwards``: _mirror's candidates, None where neither operand has any."""
     (ta, tb), out = node.attrs
     mirror = None
-    for s in (0, 1):  # either operand may be the cotangent
+    for s in (0, 1) if forwards is not None else ():  # either operand may be the cotangent
         (g, tg), (x, tx) = folded[s], folded[1 - s]
         mirror = _mirror(g, tg, x, tx, tuple(out), forwards, node.shape)
         if mirror is not None:
