@@ -145,6 +145,10 @@ def _grow(
                 members.append(x)
                 member_ids.add(id(x))
                 frontier.append(x)
+    cap = limits.big_max_inputs
+    if big and cap is not None:  # big_max_inputs: the longest BFS prefix within the cap
+        members = members[: _prefix_within(members, cap)]
+        member_ids = {id(m) for m in members}
     while len(members) >= 2:
         program, inputs = _program(members, member_ids)
         if big and (limits.big_max_inputs is None or len(inputs) <= limits.big_max_inputs):
@@ -155,6 +159,23 @@ def _grow(
             return program, inputs, member_ids
         member_ids.discard(id(members.pop()))  # BFS order: the last one feeds an earlier one
     return None
+
+
+def _prefix_within(members: list[Node], cap: int) -> int:
+    """The length of the longest prefix of ``members`` (BFS order: each member an input of an
+    earlier one) whose region has at most ``cap`` inputs, counted in one pass (rebuilding the
+    program per length, as the loop after it does, costs O(n^2) per region, cubic per graph,
+    at big regions' 4096 ops). At least 1."""
+    inside: set[int] = set()
+    outside: set[int] = set()
+    best = 1
+    for k, m in enumerate(members):
+        inside.add(id(m))
+        outside.discard(id(m))
+        outside.update(id(x) for x in m.inputs if id(x) not in inside)
+        if len(outside) <= cap:
+            best = k + 1
+    return best
 
 
 def _program(members: list[Node], member_ids: set[int]):

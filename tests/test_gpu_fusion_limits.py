@@ -81,3 +81,24 @@ def test_the_cpu_big_regions_still_take_any_number_of_inputs():
         total = total + x
     fused = _fused([total], cpu)
     assert len(fused) == 1 and len(fused[0].inputs) == 3 * MAX_INPUTS
+
+
+def test_a_big_region_over_the_inputs_cap_is_cut_in_one_pass(monkeypatch):
+    """A Horner polynomial whose every step brings a new scalar input: each big region is cut
+    back to its longest prefix within the inputs cap at once, not one member at a time (which
+    rebuilt the program per member: minutes at 2000 steps)."""
+    from tenloom.passes import fuse_elementwise as fe
+
+    calls = []
+    real = fe._program
+    monkeypatch.setattr(fe, "_program", lambda *a: calls.append(1) or real(*a))
+    xs = np.random.default_rng(1).random(GPU_BIG_REGION)
+    x = tl.asarray(xs)
+    y, want = x, xs.copy()
+    for k in range(400):
+        y = y * x + (k + 0.5)
+        want = want * xs + (k + 0.5)
+    fused = _fused([y], GPU)
+    assert fused and all(len(f.inputs) <= MAX_INPUTS for f in fused)
+    assert len(calls) <= 2 * len(fused) + 2, (len(calls), len(fused))
+    np.testing.assert_allclose(y.evaluate(), want, rtol=1e-12)
