@@ -269,6 +269,13 @@ def test_frozen_constants_are_copied_in_once_and_writeable_ones_every_replay():
         live[k] *= -2.0  # a writeable constant changed in place: every replay reads it
     after = _counters()
     assert after["replays"] > before["replays"]
+    # frozen when captured, then writeable again and changed: the replays read it again
+    frozen.flags.writeable = True
+    for k in range(3):
+        frozen[k] += 1.0
+        np.testing.assert_allclose(
+            t.evaluate(device="cuda:0"), np.tanh(frozen @ live).sum(axis=0), rtol=1e-12
+        )
 
 
 @cuda

@@ -204,3 +204,43 @@ def test_truncated_tensor_svd_and_its_gradient_on_gpu():
     g_gpu = tl.grad(loss, t).evaluate(device="cuda:0")
     g_cpu = tl.grad(loss, t).evaluate()
     np.testing.assert_allclose(g_gpu, g_cpu, atol=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e-4, 1e4, 1e30])
+def test_the_tolerance_does_not_depend_on_the_matrix_scale(scale):
+    x = _matrix((300, 300), "float64", "gauss", seed=21) * scale
+    before = _counters()
+    u, s, vh = tl.evaluate(*tl.linalg.svd(tl.asarray(x), full_matrices=False), device="cuda:0")
+    _check(x, u, s, vh, "float64")
+    d = _delta(before)
+    assert d["gesvdp"] == 1 and d["redone"] == 0, d
+
+
+def test_a_zero_matrix_goes_to_gesvd():
+    x = np.zeros((256, 256))
+    before = _counters()
+    u, s, vh = tl.evaluate(*tl.linalg.svd(tl.asarray(x), full_matrices=False), device="cuda:0")
+    assert np.all(s == 0) and np.isfinite(u).all() and np.isfinite(vh).all()
+    d = _delta(before)
+    assert d["gesvdp"] == 0 and d["redone"] == 1, d
+
+
+def test_full_square_and_batched_tall_and_mixed_batches():
+    sq = _matrix((300, 300), "complex128", "gauss", seed=22)
+    u, s, vh = tl.evaluate(*tl.linalg.svd(tl.asarray(sq), full_matrices=True), device="cuda:0")
+    _check(sq, u, s, vh, "complex128")
+    tall = _matrix((3, 400, 200), "float32", "gauss", seed=23)
+    t = tl.linalg.svd(tl.asarray(tall), full_matrices=False)
+    _check(tall, *tl.evaluate(*t, device="cuda:0"), "float32")
+    # a batch of a Gaussian and a matrix whose spectrum falls to 1e-14: each kept or redone
+    mixed = np.stack(
+        [
+            _matrix((320, 320), "float64", "gauss", seed=24),
+            _matrix((320, 320), "float64", np.logspace(0, -14, 320), seed=25),
+        ]
+    )
+    before = _counters()
+    t = tl.linalg.svd(tl.asarray(mixed), full_matrices=False)
+    _check(mixed, *tl.evaluate(*t, device="cuda:0"), "float64")
+    d = _delta(before)
+    assert d["gesvdp"] + d["redone"] == 2 and d["gesvdp"] >= 1, d

@@ -397,7 +397,8 @@ class Captured:
         self.pack_graph = None
         self.in_event = None
         self.last_sig = self.last_gather = None
-        self.settled: set[int] | None = None  # leaf slots filled for good (frozen constants)
+        # leaf slots filled for good (frozen constants, checked again at every fill)
+        self.settled: dict[int, Any] | None = None
         self._fill(feed, upload)
         for i, seg in enumerate(self.segments):
             last = i == len(self.segments) - 1
@@ -489,7 +490,10 @@ class Captured:
         stream = self.dev.stream
         # frozen constants (read-only arrays: graph/ops/leaf.py is_frozen) cannot change: they
         # are copied in by the first fill only, as the step-by-step run keeps their device copy
-        settled = self.settled or ()
+        settled = self.settled or {}
+        for slot, array in list(settled.items()):
+            if not is_frozen(array):  # made writeable again: read at every fill from now on
+                del settled[slot]
         # the same CuPy arrays (pointers, strides, dtypes) as the last call: the copy table on
         # the device is still right, only the gather runs (their values may have changed)
         sig: list | None = []
@@ -553,7 +557,7 @@ class Captured:
             self.last_sig, self.last_gather = sig, (n, blocks)
         if self.settled is None:
             self.settled = {
-                slot
+                slot: node.attrs.constant.value
                 for slot, node, _d, _h in self.in_views
                 if node.op is Op.CONST and is_frozen(node.attrs.constant.value)
             }
