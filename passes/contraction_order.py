@@ -125,7 +125,8 @@ def find_path(
         if hit is not None:
             return hit
         if folder:
-            found = disk_get(folder, sig, n)
+            text = repr(sig)  # the file's name and contents hold it: worked out once
+            found = disk_get(folder, sig, n, text)
             if found is not None:
                 ssa, others = found
                 _CACHE.put(sig, ssa)
@@ -151,7 +152,7 @@ def find_path(
     if sig is not None:
         _CACHE.put(sig, ssa)
         if folder:
-            disk_put(folder, sig, ssa, others)
+            disk_put(folder, sig, ssa, others, text)
     return ssa
 
 
@@ -167,8 +168,10 @@ def find_path(
 DISK_HITS = counter("passes.path_disk_hits")
 
 
-def _path_file(folder: str, sig) -> str:
-    digest = hashlib.sha256(repr(sig).encode()).hexdigest()[:32]
+def _path_file(folder: str, sig, text: str | None = None) -> str:
+    """The file of ``sig`` (``text``: its repr, where the caller has it)."""
+    text = repr(sig) if text is None else text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:32]
     return os.path.join(folder, f"path-{digest}.json")
 
 
@@ -189,12 +192,14 @@ def valid_ssa(path, n: int) -> bool:
         return False
 
 
-def disk_get(folder: str, sig, n: int):
-    """(ssa path, other trees) cached on disk for ``sig``, or None."""
+def disk_get(folder: str, sig, n: int, text: str | None = None):
+    """(ssa path, other trees) cached on disk for ``sig`` (``text``: its repr, where the caller
+    has it), or None."""
+    text = repr(sig) if text is None else text
     try:
-        with open(_path_file(folder, sig)) as f:
+        with open(_path_file(folder, sig, text)) as f:
             data = json.load(f)
-        if data.get("signature") != repr(sig) or data.get("version") != disk_key():
+        if data.get("signature") != text or data.get("version") != disk_key():
             return None
         ssa = tuple(tuple(int(i) for i in p) for p in data["ssa_path"])
         others = tuple(
@@ -207,23 +212,34 @@ def disk_get(folder: str, sig, n: int):
     return ssa, others
 
 
-def disk_put(folder: str, sig, ssa, others) -> None:
+def disk_put(folder: str, sig, ssa, others, text: str | None = None) -> None:
     """Write the entry atomically (readers see the old file or the new one); a folder that
     cannot be written to only loses the cache. Every DISK_PRUNE_EVERY-th write, a folder over
-    DISK_MAX_FILES entries loses its oldest quarter."""
+    DISK_MAX_FILES entries loses its oldest quarter. ``text``: repr(sig), where the caller has
+    it. The entry is written to a file of this process and thread first (``mkstemp``'s random
+    name where that file is left over from another process), then renamed."""
+    text = repr(sig) if text is None else text
     data = {
-        "signature": repr(sig),
+        "signature": text,
         "version": disk_key(),
         "ssa_path": [list(p) for p in ssa],
         "alternatives": [[list(p) for p in alt] for alt in others],
     }
+    payload = json.dumps(data).encode()  # one string (json.dump encodes piece by piece, slower)
+    path = _path_file(folder, sig, text)
     tmp = None
     try:
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data))  # one string (json.dump encodes piece by piece, slower)
-        os.replace(tmp, _path_file(folder, sig))
+        tmp = os.path.join(folder, f"tmp-{os.getpid()}-{threading.get_ident()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        try:
+            os.write(fd, payload)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
         tmp = None
     except OSError:
         pass
