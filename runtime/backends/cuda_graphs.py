@@ -79,25 +79,11 @@ def _cublas():
         if _LIB:
             return _LIB[0]
         from cupy_backends.cuda.libs import cublas as _binding  # noqa: F401  (loads it)
+        from tenloom.runtime.backends.cuda_libs import cuda_library
 
-        path = None
-        try:
-            with open("/proc/self/maps") as f:
-                for line in f:
-                    name = line.rsplit(None, 1)[-1]
-                    if "/libcublas.so" in name:
-                        path = name
-                        break
-        except OSError:
-            pass
-        names = [path] if path else ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
-        lib = None
-        for n in names:
-            try:
-                lib = ctypes.CDLL(n)
-                break
-            except OSError:
-                continue
+        lib, names = cuda_library(
+            "libcublas", ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
+        )
         if lib is None:
             raise CaptureError(f"cuda_graphs: libcublas not found (tried {names})")
         p, i, ll, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t

@@ -88,41 +88,31 @@ def _lib():
 
 
 def _load():
-    path = None
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                name = line.rsplit(None, 1)[-1]
-                if "/libcusolver.so" in name:
-                    path = name
-                    break
-    except OSError:
-        pass
-    names = [path] if path else ["libcusolver.so.12", "libcusolver.so.11", "libcusolver.so"]
-    for n in names:
-        try:
-            lib = ctypes.CDLL(n)
-        except OSError:
-            continue
-        p, i, i64, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_size_t
-        lib.cusolverDnCreate.argtypes = [ctypes.POINTER(p)]
-        lib.cusolverDnCreateParams.argtypes = [ctypes.POINTER(p)]
-        lib.cusolverDnSetStream.argtypes = [p, p]
-        common = [p, p, i, i, i64, i64, i, p, i64, i, p, i, p, i64, i, p, i64, i]
-        lib.cusolverDnXgesvdp_bufferSize.argtypes = common + [
-            ctypes.POINTER(sz),
-            ctypes.POINTER(sz),
-        ]
-        lib.cusolverDnXgesvdp.argtypes = common + [
-            p,
-            sz,
-            p,
-            sz,
-            p,
-            ctypes.POINTER(ctypes.c_double),
-        ]
-        return lib
-    return None
+    from tenloom.runtime.backends.cuda_libs import cuda_library
+
+    lib, _names = cuda_library(
+        "libcusolver", ["libcusolver.so.12", "libcusolver.so.11", "libcusolver.so"]
+    )
+    if lib is None:
+        return None
+    p, i, i64, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_size_t
+    lib.cusolverDnCreate.argtypes = [ctypes.POINTER(p)]
+    lib.cusolverDnCreateParams.argtypes = [ctypes.POINTER(p)]
+    lib.cusolverDnSetStream.argtypes = [p, p]
+    common = [p, p, i, i, i64, i64, i, p, i64, i, p, i, p, i64, i, p, i64, i]
+    lib.cusolverDnXgesvdp_bufferSize.argtypes = common + [
+        ctypes.POINTER(sz),
+        ctypes.POINTER(sz),
+    ]
+    lib.cusolverDnXgesvdp.argtypes = common + [
+        p,
+        sz,
+        p,
+        sz,
+        p,
+        ctypes.POINTER(ctypes.c_double),
+    ]
+    return lib
 
 
 def _checkout(lib, device_id: int):
