@@ -33,7 +33,7 @@ def memory_labels(labels: tuple, layout: tuple[int, ...] | None) -> tuple:
     """The operand's labels from outermost to innermost in memory."""
     if layout is None:
         return labels
-    return tuple(labels[i] for i in layout)
+    return tuple(map(labels.__getitem__, layout))
 
 
 def groups_are_views(mem: tuple, groups: list[tuple], sizes: dict, batch: tuple) -> bool:
@@ -180,7 +180,7 @@ def natural_layout(node: Node) -> tuple[int, ...] | None:
     if node.op is not Op.CONTRACT:
         return None
     at = node.attrs
-    return tuple(at.out.index(lab) for lab in at.batch + at.left + at.right)
+    return tuple(map(at.out.index, at.batch + at.left + at.right))
 
 
 def _mirror(
@@ -427,7 +427,7 @@ class _CopyBytes:
 
 def _flipped_layout(node: Node) -> tuple[int, ...]:
     at = node.attrs
-    return tuple(at.out.index(lab) for lab in at.batch + at.right + at.left)
+    return tuple(map(at.out.index, at.batch + at.right + at.left))
 
 
 def _choose_flips(graph: Graph, new: dict[int, Node], mirrored: set[int]) -> set[int]:
