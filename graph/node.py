@@ -79,11 +79,16 @@ def _user_source() -> tuple[str, int] | None:
     return (f.f_code.co_filename, f.f_lineno)
 
 
-def make_node(op: Op, inputs: tuple[Node, ...] = (), attrs: tuple = ()) -> Node:
+def make_node(
+    op: Op, inputs: tuple[Node, ...] = (), attrs: tuple = (), *, known: tuple | None = None
+) -> Node:
     """Return the unique node for (op, inputs, attrs), running the op's shape/dtype rule once.
 
     ``attrs`` may be a plain tuple: the new node holds it as the op's attrs record
-    (``OpDef.attrs``), which hashes and compares as the tuple, so either finds the node."""
+    (``OpDef.attrs``), which hashes and compares as the tuple, so either finds the node.
+    ``known``: (shape, dtype) where the caller knows them already and the rule need not run (a
+    pass rewriting a node into an equivalent one: the pairwise steps of an ordered network,
+    its GEMMs); passes/verify.py runs every node's rule again after each pass in the tests."""
     # the op's code, not the op: a key of plain ints and tuples is untracked by the cyclic GC
     # after its first collection (that GC work dominated tracing)
     key = (op.code, attrs, *map(id, inputs))
@@ -100,7 +105,7 @@ def make_node(op: Op, inputs: tuple[Node, ...] = (), attrs: tuple = ()) -> Node:
                 f"{op.value}: {len(attrs)} attributes for {record.__name__}{record._fields}"
             )
         attrs = _as_record(record, attrs)  # the op's typed record: equal to the tuple, same hash
-    shape, dtype = d.infer(inputs, attrs)
+    shape, dtype = d.infer(inputs, attrs) if known is None else known
     node = object.__new__(Node)
     _set(node, "op", op)
     _set(node, "inputs", inputs)

@@ -315,7 +315,8 @@ def _lower_pair(
         if mirror is not None:
             break
     if mirror is not None:
-        res, n_copies, n_bytes = _mirrored(g, tg, x, tx, tuple(out), *mirror)
+        known = (node.shape, node.dtype)
+        res, n_copies, n_bytes = _mirrored(g, tg, x, tx, tuple(out), *mirror, known)
         return res, n_copies, n_bytes, True, 0
     if flipped:
         ins, ta, tb = (ins[1], ins[0]), tb, ta
@@ -330,14 +331,18 @@ def _lower_pair(
     groups, n_copies, n_bytes = plan_contraction(
         ta2, tb2, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes
     )
-    res = make_node(Op.CONTRACT, (a, b), (ta2, tb2, tuple(out), *groups))
+    # the einsum's own shape and dtype: the same labels and operands' dtypes, seen through
+    # transposes at most
+    known = (node.shape, node.dtype)
+    res = make_node(Op.CONTRACT, (a, b), (ta2, tb2, tuple(out), *groups), known=known)
     return res, n_copies, n_bytes, False, n_folded
 
 
-def _mirrored(g, tg, x, tx, out, groups, target) -> tuple[Node, int, int]:
+def _mirrored(g, tg, x, tx, out, groups, target, known=None) -> tuple[Node, int, int]:
     """The CONTRACT of a reverse-sweep partner with the forward's groups; of its two
     orientations, (g, x) -> (batch, left, right) or (x, g) -> (batch, right, left), the one
-    whose result lies in the primal's memory order ``target`` (else the first)."""
+    whose result lies in the primal's memory order ``target`` (else the first). ``known``: its
+    shape and dtype (the einsum's), where the caller has them."""
     batch, left, con, right = groups
     sizes = dict(zip(tg, g.shape))
     sizes.update(zip(tx, x.shape))
@@ -349,7 +354,7 @@ def _mirrored(g, tg, x, tx, out, groups, target) -> tuple[Node, int, int]:
         a, ta, b, tb, groups = x, tx, g, tg, (batch, right, con, left)
     else:
         a, ta, b, tb = g, tg, x, tx
-    res = make_node(Op.CONTRACT, (a, b), (ta, tb, out, *groups))
+    res = make_node(Op.CONTRACT, (a, b), (ta, tb, out, *groups), known=known)
     ok_a, ok_b = _operand_views(res)
     return res, (not ok_a) + (not ok_b), (0 if ok_a else a.nbytes) + (0 if ok_b else b.nbytes)
 
