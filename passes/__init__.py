@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tenloom.graph.graph import Graph
+from tenloom.graph.node import pin_source, unpin_source
 from tenloom.passes import (  # noqa: F401  (each module registers its pass)
     canonicalize,
     contraction_order,
@@ -91,7 +92,7 @@ def run_pipeline(
     ctx = PassContext(Options.of(options), {})
     with gc_paused():
         for name, fn in passes:
-            graph = fn(graph, ctx)
+            graph = _run_pass(fn, graph, ctx)
             if verify:
                 from tenloom.passes.verify import verify_graph
 
@@ -99,6 +100,20 @@ def run_pipeline(
             if on_pass is not None:
                 on_pass(name, graph)
     return graph, ctx
+
+
+def _run_pass(fn: Callable, graph: Graph, ctx: PassContext) -> Graph:
+    """One pass; a pass of tenloom's own makes its nodes through tenloom's frames only, so
+    their source (the user's frame that called into tenloom) is found once (``pin_source``)
+    rather than by a walk of the stack per node (a TEBD energy's passes make 700). A pass
+    registered from elsewhere has its nodes' source found as the builders find it."""
+    if not getattr(fn, "__module__", "").startswith("tenloom."):
+        return fn(graph, ctx)
+    token = pin_source()
+    try:
+        return fn(graph, ctx)
+    finally:
+        unpin_source(token)
 
 
 _GC_LOCK = threading.Lock()
