@@ -37,6 +37,7 @@ import atexit
 import contextlib
 import hashlib
 import json
+import math
 import os
 import platform
 import tempfile
@@ -469,11 +470,14 @@ def bind_budget(steps: Sequence[Any]) -> Budget | None:
     if not slots:
         return None
     total = 0.0
+    prod = math.prod
     for s in steps:
         if s.kernel is None:
             continue
         node = s.node
-        elements = node.size + sum(x.size for x in node.inputs)
+        elements = prod(node.shape)
+        for x in node.inputs:
+            elements += prod(x.shape)
         madds = node_madds(node) if node.op in _PRODUCTS else 0
         total += kernel_seconds(madds, elements, node.dtype)
     first = max(TUNE_MIN_S, TUNE_FRACTION * total)
