@@ -245,8 +245,8 @@ def _lower(
     # result's, which has its size: one of f's result's, of g's shape, or one it contracts, of
     # x's; a lone label maps outside every group and is refused)
     forwards: dict[tuple, list[Node]] = {}
-    stats = {"contractions": 0, "permutation_copies": 0, "copied_bytes": 0, "layouts": 0}
-    stats["transposes_folded"] = stats["mirrored"] = 0
+    # the stats, counted in locals (one sweep updates them per node)
+    n_contractions = n_copies_all = n_bytes_all = n_layouts = n_folded_all = n_mirrored = 0
     for node in graph.order:
         ins = tuple([new[id(i)] for i in node.inputs])
         res = None
@@ -275,21 +275,23 @@ def _lower(
                 res, n_copies, n_bytes, mirror, n_folded = done
                 if mirror:
                     mirrored.add(id(node))
-                    stats["mirrored"] += 1
-                stats["transposes_folded"] += n_folded
+                    n_mirrored += 1
+                n_folded_all += n_folded
                 a, b = res.inputs
-                for k in dict.fromkeys(((id(a), res.shape, b.shape), (id(b), res.shape, a.shape))):
-                    forwards.setdefault(k, []).append(res)
-                stats["contractions"] += 1
-                stats["permutation_copies"] += n_copies
-                stats["copied_bytes"] += n_bytes
+                k1, k2 = (id(a), res.shape, b.shape), (id(b), res.shape, a.shape)
+                forwards.setdefault(k1, []).append(res)
+                if k2 != k1:
+                    forwards.setdefault(k2, []).append(res)
+                n_contractions += 1
+                n_copies_all += n_copies
+                n_bytes_all += n_bytes
                 if id(node) in layouts:
                     res = make_node(Op.LAYOUT, (res,), (layouts[id(node)],))
-                    stats["layouts"] += 1
-                    stats["copied_bytes"] += res.nbytes
+                    n_layouts += 1
+                    n_bytes_all += res.nbytes
         if res is None and node.op is Op.EINSUM and len(ins) == 1:
             res = _as_sum(node, ins[0])
-            stats["contractions"] += res is not None
+            n_contractions += res is not None
         if res is None:
             res = (
                 node
@@ -297,6 +299,14 @@ def _lower(
                 else make_node(node.op, ins, node.attrs)
             )
         new[id(node)] = res
+    stats = {
+        "contractions": n_contractions,
+        "permutation_copies": n_copies_all,
+        "copied_bytes": n_bytes_all,
+        "layouts": n_layouts,
+        "transposes_folded": n_folded_all,
+        "mirrored": n_mirrored,
+    }
     return new, stats
 
 
