@@ -8,6 +8,7 @@ the node for messages but is not part of the key.
 
 from __future__ import annotations
 
+import math
 import sys
 import weakref
 from contextvars import ContextVar, Token
@@ -40,14 +41,11 @@ class Node:
 
     @property
     def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
     @property
     def where(self) -> str:
