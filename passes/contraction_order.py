@@ -694,9 +694,9 @@ def pairwise_einsums(nodes, terms, out, path, sizes) -> Node:
     live = list(nodes)
     for i, j, ta, tb, keep in path_steps(terms, out, path):
         ids: dict = {}
-        a = tuple(ids.setdefault(lab, len(ids)) for lab in ta)
-        b = tuple(ids.setdefault(lab, len(ids)) for lab in tb)
-        o = tuple(ids.setdefault(lab, len(ids)) for lab in keep)
+        a = tuple([ids.setdefault(lab, len(ids)) for lab in ta])
+        b = tuple([ids.setdefault(lab, len(ids)) for lab in tb])
+        o = tuple([ids[lab] for lab in keep])  # every kept label is one of a's or b's
         live.append(make_node(Op.EINSUM, (live[i], live[j]), ((a, b), o)))
     res = live[-1]
     t = keep if path else tuple(terms[0])
