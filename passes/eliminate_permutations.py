@@ -53,12 +53,15 @@ _PLANS: LRUCache[tuple, tuple] = LRUCache("passes.gemm_plans", 16384)
 
 def plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a: int, size_b: int, dims=None):
     """Choose (batch, left, contracted, right) orders; returns (groups, copies, copied bytes).
-    ``dims``: the sizes of ``ta`` + ``tb``'s labels, where the caller has them already."""
+    ``dims``: the sizes of ``ta`` + ``tb``'s labels (the operands' shapes), where the caller
+    has them already; ``sizes`` (label -> size) may then be None, worked out on a miss."""
     if dims is None:
         dims = tuple(sizes[lab] for lab in (*ta, *tb))
     key = (ta, tb, out, mem_a, mem_b, dims, size_a, size_b)
     hit = _PLANS.get(key)
     if hit is None:
+        if sizes is None:
+            sizes = dict(zip((*ta, *tb), dims))
         hit = _plan_contraction(ta, tb, out, mem_a, mem_b, sizes, size_a, size_b)
         _PLANS.put(key, hit)
     return hit
@@ -334,12 +337,10 @@ def _lower_pair(
     else:
         (a, ta2), (b, tb2) = folded
     n_folded = (a is not ins[0]) + (b is not ins[1])
-    sizes = dict(zip(ta2, a.shape))
-    sizes.update(zip(tb2, b.shape))
     mem_a = memory_labels(ta2, natural_layout(a))
     mem_b = memory_labels(tb2, natural_layout(b))
     groups, n_copies, n_bytes = plan_contraction(
-        ta2, tb2, out, mem_a, mem_b, sizes, a.nbytes, b.nbytes
+        ta2, tb2, out, mem_a, mem_b, None, a.nbytes, b.nbytes, a.shape + b.shape
     )
     # the einsum's own shape and dtype: the same labels and operands' dtypes, seen through
     # transposes at most
