@@ -406,7 +406,7 @@ def _copy_bytes(node: Node, layouts: dict[int, tuple], fixed: bool = False) -> i
 class _CopyBytes:
     """``_copy_bytes`` for the choices below, which ask it of the same consumers again and
     again under other layouts (a TEBD energy: 700 times for 180 contractions): each
-    consumer's labels, sizes and operands' natural layouts worked out once, and each answer
+    consumer's labels, shapes and operands' natural layouts worked out once, and each answer
     kept by the consumer and the two layouts it depends on (its operands')."""
 
     __slots__ = ("prep", "seen")
@@ -420,11 +420,9 @@ class _CopyBytes:
         if p is None:
             a, b = node.inputs
             ta, tb, out = node.attrs.a_labels, node.attrs.b_labels, node.attrs.out
-            sizes = dict(zip(ta, a.shape))
-            sizes.update(zip(tb, b.shape))
-            dims = tuple(sizes[lab] for lab in (*ta, *tb))
+            dims = a.shape + b.shape  # the sizes of ta's and tb's labels
             nat_a, nat_b = natural_layout(a), natural_layout(b)
-            p = (node, ta, tb, out, sizes, dims, id(a), id(b), nat_a, nat_b, a.nbytes, b.nbytes)
+            p = (node, ta, tb, out, None, dims, id(a), id(b), nat_a, nat_b, a.nbytes, b.nbytes)
             self.prep[id(node)] = p  # the node is kept in the entry: its id stays its own
         _, ta, tb, out, sizes, dims, ida, idb, nat_a, nat_b, size_a, size_b = p
         lay_a, lay_b = layouts.get(ida, nat_a), layouts.get(idb, nat_b)
