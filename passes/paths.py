@@ -163,27 +163,35 @@ def fast_greedy(terms, out, sizes) -> list | None:
         if i not in nodes or j not in nodes:
             continue
         a, b = nodes.pop(i), nodes.pop(j)
-        for legs, x in ((a, i), (b, j)):
-            for ix in legs:
-                e = edges.get(ix)
-                if e is not None:
-                    del e[x]
-                    if not e:
-                        del edges[ix]
+        for ix in a:
+            e = edges[ix]
+            del e[i]
+            if not e:
+                del edges[ix]
+        for ix in b:
+            e = edges[ix]
+            del e[j]
+            if not e:
+                del edges[ix]
+        merged = dict(a)  # the result's labels: a shared one is kept unless it ends here
+        for ix, cb in b.items():
+            ca = merged.get(ix)
+            if ca is None:
+                merged[ix] = cb
+            elif ca + cb == app[ix]:
+                del merged[ix]
+            else:
+                merged[ix] = ca + cb
         new: dict = {}
         sk = 1
-        for ix in sorted(a.keys() | b.keys()):
-            ca, cb = a.get(ix), b.get(ix)
-            if ca is None:
-                new[ix] = cb
-            elif cb is None:
-                new[ix] = ca
-            elif ca + cb != app[ix]:
-                new[ix] = ca + cb
-            else:
-                continue
+        for ix in sorted(merged):
+            new[ix] = merged[ix]
             sk *= dims[ix]
-            edges.setdefault(ix, {})[k] = None
+            e = edges.get(ix)
+            if e is None:
+                edges[ix] = {k: None}
+            else:
+                e[k] = None
         nodes[k] = new
         node_size[k] = sk
         path.append((i, j))
