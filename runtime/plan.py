@@ -78,7 +78,9 @@ class Plan:
             if x.op is not Op.PLACEHOLDER:
                 raise TenloomError(f"compile: input {k} is not a placeholder (tl.placeholder)")
         # a plan keeps the values its constants have now (see frozen_constants)
-        self.graph = frozen_constants(Graph(tuple(lift(t, "compile") for t in outputs)))
+        # a value compiled with its derivative takes the derivative's forward (shared_forwards)
+        traced = session.shared_forwards(tuple(lift(t, "compile") for t in outputs))
+        self.graph = frozen_constants(Graph(traced))
         missing = {id(p) for p in self.graph.placeholders} - {id(x) for x in self.inputs}
         if missing:
             names = [p.attrs.name for p in self.graph.placeholders if id(p) in missing]

@@ -202,9 +202,31 @@ def _peak_site(graph: Graph) -> str:
 # ---- optimization --------------------------------------------------------------------------
 
 
+# A derivative's node -> {an output it differentiates: the pre-pass's form of that output}
+# (tenloom/autodiff.py fills it). The pre-pass's form is the same value contracted along the
+# tree the derivative's forward sweep uses; asked for together with the derivative, it is what
+# the output becomes (shared_forwards), so one forward serves both.
+SHARED_FORWARDS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def shared_forwards(nodes: tuple) -> tuple:
+    """``nodes`` with each one whose derivative is among them replaced by the pre-pass's form
+    of it (``SHARED_FORWARDS``): ``evaluate(value, *grad(value, xs))`` runs the forward once,
+    along the gradient's tree, where the value alone would be contracted along its own."""
+    subs: dict = {}
+    for n in nodes:
+        forms = SHARED_FORWARDS.get(n)
+        if forms:
+            subs.update(forms)
+    if not subs:
+        return nodes
+    return tuple(subs.get(n, n) for n in nodes)
+
+
 def build_graph(tensors: Sequence[Any], caller: str = "evaluate") -> Graph:
-    """The graph of ``tensors`` (Tensors, nodes, arrays or scalars) as traced."""
-    return Graph(tuple(lift(t, caller) for t in tensors))
+    """The graph of ``tensors`` (Tensors, nodes, arrays or scalars) as traced, with values asked
+    for together with their derivatives in the derivatives' form (``shared_forwards``)."""
+    return Graph(shared_forwards(tuple(lift(t, caller) for t in tensors)))
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from tenloom.graph.value import Value
 from tenloom.passes import PRE_GRAD
 from tenloom.passes.options import Options
 from tenloom.runtime.options import GRAD_OPTIONS, parse_options
-from tenloom.runtime.session import optimize
+from tenloom.runtime.session import SHARED_FORWARDS, optimize
 from tenloom.tensor import Tensor
 
 __all__ = ["PRE_GRAD", "grad", "hvp", "jvp", "value_and_grad", "vjp"]
@@ -59,13 +59,26 @@ def _check(what: str, opts: dict[str, Any]) -> Options:
     return parse_options(what, opts, GRAD_OPTIONS)
 
 
+# Each pairwise step of the forward tree has two cotangent (reverse mode) or two tangent
+# (forward mode) contractions of its own cost, so a derivative's program runs about 3x the
+# forward's predicted time: its tree search gets 3x the effort. (Lattice 8x8 D=6, the value
+# and the gradient of all 64 tensors: the effort-1 tree had 9.1e9 multiply-adds, the effort-3
+# one 5.4e9, near the 5.2e9 of cotengra's auto and the compile-effort searches together.)
+# Its tree may then differ from the one the value alone gets; asked for together, the value
+# takes the derivative's forward (runtime/session.py shared_forwards), so it runs once.
+SWEEP_EFFORT = 3.0
+
+
 def _pre_options(o: Options, reverse_sweep: bool | str = True) -> Options:
     """Options of the pre-pass: the order search, and ``memory_limit`` (a network whose tree
     does not fit is sliced; with ``reverse_sweep`` its slices leave room for the reverse sweep,
     which then runs slice by slice too; ``"forward"``: room for the tangents of forward mode)."""
     # the differentiated tensors' uses stay in the graph (passes/prereduce.py)
     sweep = reverse_sweep if o.memory_limit is not None else False
-    return replace(o, fold_constants=False, reverse_sweep=sweep)
+    # the search's budget is its effort x the forward's predicted run time; the tree found
+    # here also carries the derivative's sweep (SWEEP_EFFORT)
+    effort = o.search_effort * SWEEP_EFFORT
+    return replace(o, fold_constants=False, reverse_sweep=sweep, search_effort=effort)
 
 
 def _lift_matching(fn: str, what: str, values: list, of: str, targets: list) -> list:
@@ -107,11 +120,14 @@ def vjp(outputs: Any, inputs: Any, cotangents: Any, **opts: Any) -> Any:
     outs_n = pre.outputs[: len(outs)]
     ins_n = pre.outputs[len(outs) :]
     grads = vjp_nodes(outs_n, ins_n, ct_nodes)
+    forms = _forms(graph.outputs[: len(outs)], outs_n)
     result = []
     for x, g in zip(ins, grads):
         result.append(Tensor(g) if g is not None else api.zeros(x.shape, x.dtype))
         if g is not None:
             SWEEPS[g] = tuple(outs_n)
+            if forms:
+                SHARED_FORWARDS[g] = forms
             if "nets" not in seen:
                 seen["nets"] = _networks(seen.get("cse", graph))
             SWEEP_NETWORKS[g] = seen["nets"]
@@ -162,10 +178,18 @@ def jvp(outputs: Any, inputs: Any, tangents: Any, **opts: Any) -> Any:
     pre = optimize(graph, _pre_options(o, reverse_sweep="forward"), PRE_GRAD).graph
     outs_n = pre.outputs[: len(outs)]
     ins_n = pre.outputs[len(outs) :]
+    forms = _forms(graph.outputs[: len(outs)], outs_n)
     result = []
     for o, t in zip(outs, jvp_nodes(outs_n, ins_n, tan_nodes)):
         result.append(Tensor(t) if t is not None else api.zeros(o.shape, o.dtype))
+        if t is not None and forms:
+            SHARED_FORWARDS[t] = forms
     return result[0] if single_out else result
+
+
+def _forms(originals, pre_outputs) -> dict:
+    """{an output as the user has it: the pre-pass's form of it} where they differ."""
+    return {a: b for a, b in zip(originals, pre_outputs) if a is not b}
 
 
 def hvp(
