@@ -223,10 +223,12 @@ def shared_forwards(nodes: tuple) -> tuple:
     return tuple(subs.get(n, n) for n in nodes)
 
 
-def build_graph(tensors: Sequence[Any], caller: str = "evaluate") -> Graph:
+def build_graph(tensors: Sequence[Any], caller: str = "evaluate", share: bool = True) -> Graph:
     """The graph of ``tensors`` (Tensors, nodes, arrays or scalars) as traced, with values asked
-    for together with their derivatives in the derivatives' form (``shared_forwards``)."""
-    return Graph(shared_forwards(tuple(lift(t, caller) for t in tensors)))
+    for together with their derivatives in the derivatives' form (``shared_forwards``) unless
+    ``share`` is False (the views that show the graph as the user traced it)."""
+    nodes = tuple(lift(t, caller) for t in tensors)
+    return Graph(shared_forwards(nodes) if share else nodes)
 
 
 @dataclass(frozen=True)

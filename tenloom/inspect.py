@@ -13,7 +13,7 @@ from tenloom.runtime.session import build_graph, optimize_tensors
 def _graph(tensors: tuple, opts: dict[str, Any], caller: str, optimized: bool) -> Graph:
     """The graph of ``tensors`` as traced, or as ``evaluate`` runs it (``opts`` checked)."""
     if not optimized:
-        return build_graph(tensors)
+        return build_graph(tensors, share=False)
     return optimize_tensors(tensors, opts, caller)[1].graph
 
 

@@ -110,9 +110,9 @@ def _graphs(obj: Any, optimized: bool | str, opts: dict[str, Any]) -> list[tuple
         tensors = tuple(obj) if isinstance(obj, (list, tuple)) else (obj,)
         if not tensors:
             raise VisualizeError("visualize: nothing to draw (an empty list of tensors)")
-        traced = build_graph(tensors)
+        traced = build_graph(tensors, share=False)
         # evaluate's own (cached) optimization, so the drawing is the graph evaluate runs
-        final = optimize(traced, o).graph if optimized is not False else traced
+        final = optimize(build_graph(tensors), o).graph if optimized is not False else traced
     if optimized == "both":
         return [("unoptimized", traced), ("optimized", final)]
     return [("optimized" if optimized else "unoptimized", final if optimized else traced)]

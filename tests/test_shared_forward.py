@@ -116,3 +116,20 @@ def test_a_compiled_value_with_its_gradient_shares_the_forward():
     out = plan(*arrays)
     eq = ",".join("".join(t) for t in inputs) + "->" + "".join(output)
     np.testing.assert_allclose(out[0], np.einsum(eq, *arrays, optimize="greedy"), rtol=1e-10)
+
+
+def test_the_traced_views_show_the_graph_as_traced():
+    value, ts, _ = _lattice(seed=5)
+    grads = tl.grad(value, ts)
+
+    def networks(text):  # the einsum steps, without node numbers and source lines
+        return {
+            ln.split(" = ", 1)[1].split("#")[0].strip()
+            for ln in text.splitlines()
+            if "einsum[" in ln
+        }
+
+    alone = networks(tl.dump(value, optimized=False))
+    assert len(alone) == 1 and networks(tl.dump(value, *grads, optimized=False)) >= alone
+    g = tl.to_networkx(value, *grads)
+    assert any(len(list(g.predecessors(n))) == len(ts) for n in g.nodes)

@@ -134,7 +134,7 @@ def _dump(args: argparse.Namespace) -> int:
     elif args.view == "optimized":  # as tl.dump(optimized=True) does
         graph = optimize_tensors(tensors, _graph_opts(args), "dump")[1].graph
     else:
-        graph = build_graph(tensors)
+        graph = build_graph(tensors, share=False)
     # Loaded nodes record where tl.load was called (here), not the code that built them:
     # source lines would only point at this command.
     print(dump_nodes(graph.outputs, sources=False))
