@@ -114,15 +114,20 @@ def test_ill_conditioned_spectra_stay_as_accurate_as_gesvd(dtype, kind):
     assert d["gesvdp"] + d["redone"] == 1, d
 
 
+def _plan_bad_good(seed: int, n: int = 320):
+    """A compiled float32 SVD, a matrix gesvdp gets wrong (a spectrum decaying over 7 orders:
+    its error report is far above tolerance) and a Gaussian one it gets right."""
+    p = tl.placeholder((n, n), "float32", name="x")
+    plan = tl.compile(list(tl.linalg.svd(p, full_matrices=False)), [p], device="cuda:0")
+    bad = _matrix((n, n), "float32", np.logspace(0, -7, n), seed=seed)
+    good = _matrix((n, n), "float32", "gauss", seed=seed + 1)
+    return plan, bad, good
+
+
 def test_a_kernel_redone_again_and_again_goes_to_gesvd_for_a_while():
     from tenloom.runtime.backends import cuda_svd
 
-    n = 320
-    p = tl.placeholder((n, n), "float32", name="x")
-    plan = tl.compile(list(tl.linalg.svd(p, full_matrices=False)), [p], device="cuda:0")
-    # float32 spectra decaying over 7 orders: gesvdp's error report is far above tolerance
-    bad = _matrix((n, n), "float32", np.logspace(0, -7, n), seed=4)
-    good = _matrix((n, n), "float32", "gauss", seed=5)
+    plan, bad, good = _plan_bad_good(seed=4)
     before = _counters()
     for _ in range(cuda_svd.FAILS_IN_A_ROW):
         _check(bad, *plan(bad), "float32")
@@ -136,12 +141,7 @@ def test_a_kernel_redone_again_and_again_goes_to_gesvd_for_a_while():
 
 
 def test_one_redone_matrix_does_not_stop_the_next_try():
-
-    n = 320
-    p = tl.placeholder((n, n), "float32", name="x")
-    plan = tl.compile(list(tl.linalg.svd(p, full_matrices=False)), [p], device="cuda:0")
-    bad = _matrix((n, n), "float32", np.logspace(0, -7, n), seed=6)
-    good = _matrix((n, n), "float32", "gauss", seed=7)
+    plan, bad, good = _plan_bad_good(seed=6)
     before = _counters()
     _check(bad, *plan(bad), "float32")
     _check(good, *plan(good), "float32")

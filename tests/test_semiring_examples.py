@@ -308,19 +308,24 @@ DTYPES = {
 }
 
 
+def semiring_operands(shapes, dtype, seed, semiring):
+    """``operands`` as a semiring wants them: integer-valued (exact sums) but for log_sum_exp,
+    nonnegative for max_times."""
+    return operands(
+        shapes,
+        dtype,
+        seed,
+        integer_valued=semiring != "log_sum_exp",
+        nonnegative=semiring == "max_times",
+    )
+
+
 def cases(seed):
     """Every (semiring, dtype) on network ``seed``: (semiring, dtype, arrays, subs, out)."""
     shapes, subs, out = random_network(seed)
     for semiring in SEMIRINGS:
         for dtype in DTYPES[semiring]:
-            arrays = operands(
-                shapes,
-                dtype,
-                seed,
-                integer_valued=semiring != "log_sum_exp",
-                nonnegative=semiring == "max_times",
-            )
-            yield semiring, dtype, arrays, subs, out
+            yield semiring, dtype, semiring_operands(shapes, dtype, seed, semiring), subs, out
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -359,13 +364,7 @@ def test_sliced_networks(seed, semiring, threads):
     # are operands slicing cannot shrink (a limit below them all is refused), so float64 only
     dtypes = ("float64",) if semiring == "count" else DTYPES[semiring]
     for dtype in dtypes:
-        arrays = operands(
-            shapes,
-            dtype,
-            seed,
-            integer_valued=semiring != "log_sum_exp",
-            nonnegative=semiring == "max_times",
-        )
+        arrays = semiring_operands(shapes, dtype, seed, semiring)
         nets.append((dtype, arrays, lazy(arrays, subs, out, semiring)))
     for dtype, arrays, y in nets:
         limit = slicing_limit(y)
