@@ -197,9 +197,140 @@ def _host_svd(x, fallback_host):
     return cp.asarray(u), cp.asarray(s), cp.asarray(vh)
 
 
-def gram_svd(a, small_svd) -> tuple | None:
-    """The reduced SVD ``(u, s, vh)`` of the tall (m >= n) CuPy matrix ``a`` (scaled to a
-    Frobenius norm in (1/2, 1]) through the eigendecomposition of its Gram matrix, or None where
+# The Gram path's column checks, one module per dtype (compiled once per machine: CuPy keeps
+# it on disk). Written out rather than as CuPy expressions: those are a dozen kernels, each a
+# compilation of about 1 s on a machine's first call (measured: 10.5 s on a fresh H200 for the
+# path in CuPy expressions, 0.3 s once CuPy's cache held them).
+_CHECKS_SRC = r"""
+#include <cupy/complex.cuh>
+typedef %(T)s T;
+typedef %(R)s R;
+__device__ inline R mag(double x) { return fabs(x); }
+__device__ inline R mag(float x) { return fabsf(x); }
+__device__ inline R mag(complex<double> x) { return abs(x); }
+__device__ inline R mag(complex<float> x) { return abs(x); }
+extern "C" {
+// u[i, j] /= s[j], u row-major rows x cols
+__global__ void scale_cols(T* u, const R* s, long long rows, long long cols) {
+    long long n = rows * cols;
+    for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n;
+         k += (long long)gridDim.x * blockDim.x) {
+        u[k] = u[k] / T(s[k %% cols]);
+    }
+}
+// out[j] = |y[:, j] - s[j] v[:, j]|, y and v row-major rows x cols
+__global__ void resid_norms(const T* y, const T* v, const R* s, long long rows, long long cols,
+                            R* out) {
+    long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (j >= cols) return;
+    R acc = 0;
+    for (long long i = 0; i < rows; i++) {
+        R d = mag(y[i * cols + j] - T(s[j]) * v[i * cols + j]);
+        acc += d * d;
+    }
+    out[j] = sqrt(acc);
+}
+// out[j] = max over rows i (i <= j where triangular) of |e[i, j] - (identity and i == j)|
+__global__ void colmax(const T* e, long long rows, long long cols, int triangular,
+                       int identity, R* out) {
+    long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (j >= cols) return;
+    long long last = triangular ? (j < rows - 1 ? j : rows - 1) : rows - 1;
+    R m = 0;
+    for (long long i = 0; i <= last; i++) {
+        T x = e[i * cols + j];
+        if (identity && i == j) x = x - T(1);
+        R a = mag(x);
+        m = a > m ? a : m;
+    }
+    out[j] = m;
+}
+}
+"""
+_CHECKS: dict = {}
+_CTYPES = {
+    np.dtype(np.float32): ("float", "float"),
+    np.dtype(np.float64): ("double", "double"),
+    np.dtype(np.complex64): ("complex<float>", "float"),
+    np.dtype(np.complex128): ("complex<double>", "double"),
+}
+
+
+def _checks(dtype):
+    mod = _CHECKS.get(dtype)
+    if mod is None:
+        t, r = _CTYPES[dtype]
+        mod = _CHECKS[dtype] = cp.RawModule(code=_CHECKS_SRC % {"T": t, "R": r})
+    return mod
+
+
+def _launch(fn, n: int, args) -> None:
+    fn(((n + 255) // 256,), (256,), args)
+
+
+def scale_cols(u, s) -> None:
+    """u[:, j] /= s[j] in place (u C-contiguous)."""
+    rows, cols = u.shape
+    fn = _checks(u.dtype).get_function("scale_cols")
+    fn((min((u.size + 255) // 256, 4096),), (256,), (u, s, np.int64(rows), np.int64(cols)))
+
+
+def resid_norms(y, v, s):
+    """|y[:, j] - s[j] v[:, j]| for every column j (y, v C-contiguous, of one shape)."""
+    rows, cols = y.shape
+    out = cp.empty(cols, s.dtype)
+    _launch(
+        _checks(y.dtype).get_function("resid_norms"),
+        cols,
+        (y, v, s, np.int64(rows), np.int64(cols), out),
+    )
+    return out
+
+
+def colmax(e, triangular: bool, identity: bool):
+    """The largest |e[i, j] - (identity and i == j)| of each column j, over i <= j where
+    ``triangular`` (e C-contiguous)."""
+    rows, cols = e.shape
+    real = np.dtype(e.dtype.char.lower()) if e.dtype.kind == "c" else e.dtype
+    out = cp.empty(cols, real)
+    _launch(
+        _checks(e.dtype).get_function("colmax"),
+        cols,
+        (e, np.int64(rows), np.int64(cols), np.int32(triangular), np.int32(identity), out),
+    )
+    return out
+
+
+def _probe_vector(n: int, real) -> np.ndarray:
+    return np.random.default_rng(n).standard_normal(n).astype(real)
+
+
+def head_unlikely(a, frob: float) -> bool:
+    """Whether ``a``'s energy is so concentrated in its top singular values that the Gram
+    path's head is unlikely to be most of its columns: ||A||_F^2 below n s^2 / 64, with s a
+    lower bound of s_max from three power steps of A^H A (a few matrix-vector products).
+
+    A Gaussian matrix has ||A||_F^2 about n s_max^2 / 4, a DMRG split about s_max^2: one goes
+    to the Gram path, the other straight to gesvdp without the eigendecomposition. A heuristic
+    only: which path runs first, never what is accepted."""
+    m, n = a.shape
+    real = np.dtype(a.dtype.char.lower()) if a.dtype.kind == "c" else a.dtype
+    x = cp.asarray(_probe_vector(n, real)).astype(a.dtype)
+    ah = a.conj().T
+    for _ in range(3):  # a has norm <= 1: nothing grows
+        x = ah @ (a @ x)
+    z = cp.asnumpy(a @ x)
+    xh = cp.asnumpy(x)
+    nx = float(np.vdot(xh, xh).real)
+    if not nx > 0:
+        return True
+    s2 = float(np.vdot(z, z).real) / nx
+    return frob * frob < n * s2 / 64
+
+
+def gram_svd(a, small_svd, frob: float) -> tuple | None:
+    """The reduced SVD ``(u, s, vh)`` of the tall (m >= n) CuPy matrix ``a`` (Frobenius norm
+    ``frob``, in (1/2, 1]) through the eigendecomposition of its Gram matrix, or None where
     that would not be accurate or would not pay.
 
     G = A^H A is Hermitian; ``eigh`` (cuSOLVER syevd/heevd) gives its eigenvalues s_i^2 to
@@ -218,34 +349,45 @@ def gram_svd(a, small_svd) -> tuple | None:
     of its p x p factor) gives the tail's singular triplets as accurately as that SVD does.
 
     Worth it only where the head is most of the matrix (a Gaussian matrix: 96% of its
-    columns; a spectrum that falls over many orders of magnitude, as DMRG's: a few): the head
-    is predicted from the eigenvalues (s_i >= s_max / sqrt(TOL_ULPS)) before any product, and
-    below ``GRAM_HEAD_MIN`` of the columns the try stops there."""
+    columns; a spectrum that falls over many orders of magnitude, as DMRG's: a few):
+    ``head_unlikely`` sends the second kind on before any decomposition, and a head predicted
+    from the eigenvalues (s_i >= s_max / sqrt(TOL_ULPS)) below ``GRAM_HEAD_MIN`` of the columns
+    stops the try there."""
     m, n = a.shape
     real = np.dtype(a.dtype.char.lower()) if a.dtype.kind == "c" else a.dtype
     tol = _tol(real)
-    w, v = cp.linalg.eigh(a.conj().T @ a)
-    w, v = w[::-1], v[:, ::-1]  # descending
-    s = cp.sqrt(cp.maximum(w, 0))
-    top = float(s[0])
+    if head_unlikely(a, frob):
+        return None
+    ah = a.conj().T
+    w, v = cp.linalg.eigh(ah @ a)
+    w_host = cp.asnumpy(w)[::-1]  # descending
+    s_host = np.sqrt(np.maximum(w_host, 0)).astype(real, copy=False)
+    top = float(s_host[0])
     if not 0.0 < top < math.inf:
         return None
-    h = int(cp.count_nonzero(s >= top / math.sqrt(TOL_ULPS)))
+    h = int(np.count_nonzero(s_host >= top / math.sqrt(TOL_ULPS)))
     if h < GRAM_HEAD_MIN * n:
         return None
-    vh_ = v[:, :h]
-    u = (a @ vh_) / s[:h]
-    res = cp.linalg.norm(a.conj().T @ u - vh_ * s[:h], axis=0)
-    off = cp.abs(u.conj().T @ u - cp.eye(h, dtype=a.dtype))
+    v = v[:, ::-1]
+    vh_ = cp.ascontiguousarray(v[:, :h])
+    s_dev = cp.asarray(s_host[:h])
+    u = a @ vh_
+    scale_cols(u, s_dev)
+    res = cp.asnumpy(resid_norms(ah @ u, vh_, s_dev))
+    off = cp.asnumpy(colmax(u.conj().T @ u, triangular=True, identity=True))
     # column j is good where its residual is small and it is orthonormal to columns 0..j
-    bad = cp.flatnonzero((res > tol * top) | (cp.triu(off).max(axis=0) > tol))
+    bad = np.flatnonzero((res > tol * top) | (off > tol))
     if bad.size:
         h = int(bad[0])
         if h < GRAM_HEAD_MIN * n:
             return None
-        u, vh_ = u[:, :h], vh_[:, :h]
-    parts_u, parts_s, parts_vh = [u], [s[:h]], [vh_.conj().T]
+    uu = cp.empty((m, n), a.dtype)
+    vv = cp.empty((n, n), a.dtype)
+    uu[:, :h] = u[:, :h]
+    vv[:h] = vh_[:, :h].conj().T
+    ss = s_host.copy()
     if h < n:
+        u = uu[:, :h]
         vt = v[:, h:]
         wt = a @ vt
         for _ in range(2):  # twice: once loses orthogonality where W is small
@@ -256,21 +398,19 @@ def gram_svd(a, small_svd) -> tuple | None:
         q = cp.linalg.qr(q)[0]
         ub, sb, vbh = small_svd(q.conj().T @ wt)
         ut = q @ ub
-        if (
-            float(cp.abs(u.conj().T @ ut).max()) > tol
-            or float(cp.abs(ut.conj().T @ ut - cp.eye(n - h, dtype=a.dtype)).max()) > tol
-        ):
+        cross = float(cp.asnumpy(colmax(u.conj().T @ ut, False, False)).max())
+        own = float(cp.asnumpy(colmax(ut.conj().T @ ut, True, True)).max())
+        if cross > tol or own > tol:
             return None
-        parts_u.append(ut)
-        parts_s.append(sb.astype(s.dtype, copy=False))
-        parts_vh.append(vbh @ vt.conj().T)
-    uu = cp.concatenate(parts_u, axis=1)
-    ss = cp.concatenate(parts_s)
-    vv = cp.concatenate(parts_vh, axis=0)
+        uu[:, h:] = ut
+        vv[h:] = vbh @ vt.conj().T
+        ss[h:] = cp.asnumpy(sb)
     if h < n and bool((ss[1:] > ss[:-1]).any()):  # a tail value above the head's last
-        order = cp.argsort(-ss, kind="stable")
-        uu, ss, vv = uu[:, order], ss[order], vv[order]
-    return uu, ss, vv
+        order = np.argsort(-ss, kind="stable")
+        ss = ss[order]
+        order = cp.asarray(order)
+        uu, vv = uu[:, order], vv[order]
+    return uu, cp.asarray(ss), vv
 
 
 def svd_kernel(fallback, fallback_host) -> Any:
@@ -285,6 +425,7 @@ def svd_kernel(fallback, fallback_host) -> Any:
         norm = float(cp.linalg.norm(x))
         if not (0.0 < norm < math.inf):
             return None
+        state["norm"] = norm
         return 2.0 ** -math.ceil(math.log2(norm))
 
     def small_svd(b):
@@ -304,7 +445,7 @@ def svd_kernel(fallback, fallback_host) -> Any:
         got = None
         if scale is not None:
             a = x * scale
-            got = gram_svd(a if m >= n else a.T, small_svd)
+            got = gram_svd(a if m >= n else a.T, small_svd, state["norm"] * scale)
         if got is None:
             COUNTERS["gram_declined"] += 1
             state["gram_fails"] += 1
