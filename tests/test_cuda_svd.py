@@ -275,3 +275,35 @@ def test_a_kernel_whose_gram_tries_are_declined_stops_trying_for_a_while():
     d = _delta(before)
     assert d["gram_declined"] == cuda_svd.GRAM_FAILS_IN_A_ROW, d
     assert d["redone"] == cuda_svd.GRAM_FAILS_IN_A_ROW + 1, d
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5, 3), (300, 40), (70, 700)])
+def test_the_gram_paths_column_checks_match_numpy(dtype, shape):
+    from tenloom.runtime.backends import cuda_svd
+
+    rng = np.random.default_rng(sum(shape))
+    cplx = np.dtype(dtype).kind == "c"
+    real = np.float32 if dtype in ("float32", "complex64") else np.float64
+
+    def g():
+        x = rng.standard_normal(shape)
+        return (x + 1j * rng.standard_normal(shape) if cplx else x).astype(dtype)
+
+    y, v, s = g(), g(), rng.uniform(0.5, 2, shape[1]).astype(real)
+    rtol = 1e-5 if real == np.float32 else 1e-12
+    got = cuda_svd.resid_norms(cp.asarray(y), cp.asarray(v), cp.asarray(s))
+    np.testing.assert_allclose(got, np.linalg.norm(y - v * s, axis=0), rtol=rtol)
+    e = g()
+    for triangular in (False, True):
+        for identity in (False, True):
+            ref = e - (np.eye(*shape, dtype=dtype) if identity else 0)
+            ref = np.abs(np.triu(ref) if triangular else ref).max(axis=0)
+            got = cuda_svd.colmax(cp.asarray(e), triangular, identity)
+            np.testing.assert_allclose(got, ref, rtol=rtol)
+    e[shape[0] // 2, 1] = np.nan  # a NaN is reported, not hidden by the max
+    assert np.isnan(cuda_svd.colmax(cp.asarray(e), False, False)[1])
+    u = g()
+    scaled = cp.asarray(u)
+    cuda_svd.scale_cols(scaled, cp.asarray(s))
+    np.testing.assert_allclose(scaled.get(), u / s, rtol=rtol)

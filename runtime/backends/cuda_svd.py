@@ -205,10 +205,20 @@ _CHECKS_SRC = r"""
 #include <cupy/complex.cuh>
 typedef %(T)s T;
 typedef %(R)s R;
+#define TX 32
+#define TY 8
+#define CH 256
 __device__ inline R mag(double x) { return fabs(x); }
 __device__ inline R mag(float x) { return fabsf(x); }
 __device__ inline R mag(complex<double> x) { return abs(x); }
 __device__ inline R mag(complex<float> x) { return abs(x); }
+// the max of non-negative values (and NaN, which compares above every one) by their bits
+__device__ inline void amax(float* p, float v) {
+    atomicMax((unsigned int*)p, __float_as_uint(v));
+}
+__device__ inline void amax(double* p, double v) {
+    atomicMax((unsigned long long*)p, (unsigned long long)__double_as_longlong(v));
+}
 extern "C" {
 // u[i, j] /= s[j], u row-major rows x cols
 __global__ void scale_cols(T* u, const R* s, long long rows, long long cols) {
@@ -218,32 +228,56 @@ __global__ void scale_cols(T* u, const R* s, long long rows, long long cols) {
         u[k] = u[k] / T(s[k %% cols]);
     }
 }
-// out[j] = |y[:, j] - s[j] v[:, j]|, y and v row-major rows x cols
-__global__ void resid_norms(const T* y, const T* v, const R* s, long long rows, long long cols,
-                            R* out) {
-    long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (j >= cols) return;
+// out[j] += |y[i, j] - s[j] v[i, j]|^2 over this block's rows (out zeroed; y, v row-major):
+// blocks of TX columns by CH rows, TY threads down each column
+__global__ void resid_sq(const T* y, const T* v, const R* s, long long rows, long long cols,
+                         R* out) {
+    __shared__ R part[TY][TX];
+    long long j = blockIdx.x * (long long)TX + threadIdx.x;
+    long long i0 = blockIdx.y * (long long)CH;
+    long long i1 = i0 + CH < rows ? i0 + CH : rows;
     R acc = 0;
-    for (long long i = 0; i < rows; i++) {
-        R d = mag(y[i * cols + j] - T(s[j]) * v[i * cols + j]);
-        acc += d * d;
+    if (j < cols) {
+        T sj = T(s[j]);
+        for (long long i = i0 + threadIdx.y; i < i1; i += TY) {
+            R d = mag(y[i * cols + j] - sj * v[i * cols + j]);
+            acc += d * d;
+        }
     }
-    out[j] = sqrt(acc);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < cols) {
+        for (int k = 1; k < TY; k++) acc += part[k][threadIdx.x];
+        atomicAdd(&out[j], acc);
+    }
 }
-// out[j] = max over rows i (i <= j where triangular) of |e[i, j] - (identity and i == j)|
+// out[j] = max of out[j] and |e[i, j] - (identity and i == j)| over this block's rows
+// (i <= j where triangular; out zeroed)
 __global__ void colmax(const T* e, long long rows, long long cols, int triangular,
                        int identity, R* out) {
-    long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (j >= cols) return;
-    long long last = triangular ? (j < rows - 1 ? j : rows - 1) : rows - 1;
+    __shared__ R part[TY][TX];
+    long long j = blockIdx.x * (long long)TX + threadIdx.x;
+    long long i0 = blockIdx.y * (long long)CH;
+    long long i1 = i0 + CH < rows ? i0 + CH : rows;
+    if (triangular && i1 > j + 1) i1 = j + 1;
     R m = 0;
-    for (long long i = 0; i <= last; i++) {
-        T x = e[i * cols + j];
-        if (identity && i == j) x = x - T(1);
-        R a = mag(x);
-        m = a > m ? a : m;
+    if (j < cols) {
+        for (long long i = i0 + threadIdx.y; i < i1; i += TY) {
+            T x = e[i * cols + j];
+            if (identity && i == j) x = x - T(1);
+            R a = mag(x);
+            m = (a > m || a != a) ? a : m;
+        }
     }
-    out[j] = m;
+    part[threadIdx.y][threadIdx.x] = m;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < cols) {
+        for (int k = 1; k < TY; k++) {
+            R a = part[k][threadIdx.x];
+            m = (a > m || a != a) ? a : m;
+        }
+        amax(&out[j], m);
+    }
 }
 }
 """
@@ -264,8 +298,8 @@ def _checks(dtype):
     return mod
 
 
-def _launch(fn, n: int, args) -> None:
-    fn(((n + 255) // 256,), (256,), args)
+def _launch(fn, rows: int, cols: int, args) -> None:
+    fn(((cols + 31) // 32, (rows + 255) // 256), (32, 8), args)
 
 
 def scale_cols(u, s) -> None:
@@ -275,30 +309,33 @@ def scale_cols(u, s) -> None:
     fn((min((u.size + 255) // 256, 4096),), (256,), (u, s, np.int64(rows), np.int64(cols)))
 
 
-def resid_norms(y, v, s):
-    """|y[:, j] - s[j] v[:, j]| for every column j (y, v C-contiguous, of one shape)."""
+def resid_norms(y, v, s) -> np.ndarray:
+    """|y[:, j] - s[j] v[:, j]| for every column j (y, v C-contiguous, of one shape), on the
+    host."""
     rows, cols = y.shape
-    out = cp.empty(cols, s.dtype)
+    out = cp.zeros(cols, s.dtype)
     _launch(
-        _checks(y.dtype).get_function("resid_norms"),
+        _checks(y.dtype).get_function("resid_sq"),
+        rows,
         cols,
         (y, v, s, np.int64(rows), np.int64(cols), out),
     )
-    return out
+    return np.sqrt(cp.asnumpy(out))
 
 
-def colmax(e, triangular: bool, identity: bool):
+def colmax(e, triangular: bool, identity: bool) -> np.ndarray:
     """The largest |e[i, j] - (identity and i == j)| of each column j, over i <= j where
-    ``triangular`` (e C-contiguous)."""
+    ``triangular`` (e C-contiguous), on the host; NaN where the column holds one."""
     rows, cols = e.shape
     real = np.dtype(e.dtype.char.lower()) if e.dtype.kind == "c" else e.dtype
-    out = cp.empty(cols, real)
+    out = cp.zeros(cols, real)
     _launch(
         _checks(e.dtype).get_function("colmax"),
+        rows,
         cols,
         (e, np.int64(rows), np.int64(cols), np.int32(triangular), np.int32(identity), out),
     )
-    return out
+    return cp.asnumpy(out)
 
 
 def _probe_vector(n: int, real) -> np.ndarray:
@@ -373,10 +410,11 @@ def gram_svd(a, small_svd, frob: float) -> tuple | None:
     s_dev = cp.asarray(s_host[:h])
     u = a @ vh_
     scale_cols(u, s_dev)
-    res = cp.asnumpy(resid_norms(ah @ u, vh_, s_dev))
-    off = cp.asnumpy(colmax(u.conj().T @ u, triangular=True, identity=True))
+    res = resid_norms(ah @ u, vh_, s_dev)
+    off = colmax(u.conj().T @ u, triangular=True, identity=True)
     # column j is good where its residual is small and it is orthonormal to columns 0..j
-    bad = np.flatnonzero((res > tol * top) | (off > tol))
+    # (written so that NaN is bad)
+    bad = np.flatnonzero(~((res <= tol * top) & (off <= tol)))
     if bad.size:
         h = int(bad[0])
         if h < GRAM_HEAD_MIN * n:
@@ -393,14 +431,17 @@ def gram_svd(a, small_svd, frob: float) -> tuple | None:
         for _ in range(2):  # twice: once loses orthogonality where W is small
             wt -= u @ (u.conj().T @ wt)
         q = cp.linalg.qr(wt)[0]
-        for _ in range(2):  # Q spans W; where W is rank-deficient its other columns must
-            q -= u @ (u.conj().T @ q)  # still be orthogonal to the head
-        q = cp.linalg.qr(q)[0]
+        if not colmax(u.conj().T @ q, False, False).max() <= tol:
+            # Q spans W; where W is rank-deficient its other columns must still be
+            # orthogonal to the head
+            for _ in range(2):
+                q -= u @ (u.conj().T @ q)
+            q = cp.linalg.qr(q)[0]
         ub, sb, vbh = small_svd(q.conj().T @ wt)
         ut = q @ ub
-        cross = float(cp.asnumpy(colmax(u.conj().T @ ut, False, False)).max())
-        own = float(cp.asnumpy(colmax(ut.conj().T @ ut, True, True)).max())
-        if cross > tol or own > tol:
+        cross = colmax(u.conj().T @ ut, False, False).max()
+        own = colmax(ut.conj().T @ ut, True, True).max()
+        if not (cross <= tol and own <= tol):
             return None
         uu[:, h:] = ut
         vv[h:] = vbh @ vt.conj().T
