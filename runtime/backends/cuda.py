@@ -31,7 +31,7 @@ from tenloom.graph.ops.leaf import full_value, is_frozen
 from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.backends.cuda_graphs import captured_bytes, replay  # issue 23
 from tenloom.runtime.codegen import GPU
-from tenloom.runtime.codegen.cuda import COMPLEX_ORDER, FUSED_PREAMBLE, fused_source
+from tenloom.runtime.codegen.cuda import COMPLEX_ORDER, FUSED_PREAMBLE, c_literal, fused_source
 from tenloom.runtime.kernels.contract import contract_kernel
 
 
@@ -384,16 +384,33 @@ class Backend(BackendBase):
 
     def _fused(self, node: Node, attrs=None, in_dtypes=None):
         program, shape, dt = node.attrs if attrs is None else attrs
-        in_dtypes = [i.dtype for i in node.inputs] if in_dtypes is None else in_dtypes
-        key = (program, tuple(d.str for d in in_dtypes), dt)
+        literals = {}
+        if in_dtypes is None:
+            in_dtypes = [i.dtype for i in node.inputs]
+            # constant inputs (FULL: one value, fixed at trace time) written into the kernel
+            for k, inp in enumerate(node.inputs):
+                if inp.op is Op.FULL:
+                    text = c_literal(full_value(inp.attrs), inp.dtype)
+                    if text is not None:
+                        literals[k] = text
+        key = (program, tuple(d.str for d in in_dtypes), dt, tuple(sorted(literals.items())))
         kern = self._kernels.get(key)
         if kern is None:
-            params_in, params_out, body = fused_source(program, in_dtypes, np.dtype(dt))
+            params_in, params_out, body = fused_source(program, in_dtypes, np.dtype(dt), literals)
             kern = cp.ElementwiseKernel(
                 params_in, params_out, body, "tenloom_fused", preamble=FUSED_PREAMBLE
             )
             self._kernels[key] = kern
         out_dt = np.dtype(dt)
+        if literals:
+            keep = [k for k in range(len(in_dtypes)) if k not in literals]
+
+            def run(*xs):
+                out = cp.empty(shape, dtype=out_dt)
+                kern(*[xs[k] for k in keep], out)
+                return out
+
+            return run
 
         def run(*xs):
             out = cp.empty(shape, dtype=out_dt)
