@@ -1,7 +1,7 @@
 """issue 23: the 2000-op elementwise chain (W9's, benchmarks/workloads.py ``chain_ops``) on one
 GPU at 1e8 float32 elements, tenloom against jax.jit and torch.compile in one process.
 
-    python benchmarks/elementwise_gpu.py [--n 100000000] [--repeats 5] [--json out.json] [--no-torch]
+    python benchmarks/elementwise_gpu.py [--n 100000000] [--repeats 5] [--json F] [--no-torch]
 
 - tenloom ``tl.compile`` of the chain with its input a placeholder, called with a CuPy array
   (to_host=False; captured as a CUDA graph from its second call);
@@ -61,7 +61,7 @@ def main(argv=None) -> dict:
     p.add_argument("--n", type=int, default=100_000_000)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json", default=None)
-    p.add_argument("--no-torch", action="store_true", help="leave out torch.compile (slow to build)")
+    p.add_argument("--no-torch", action="store_true", help="leave out torch.compile (slow)")
     args = p.parse_args(argv)
     import os
     import tempfile
