@@ -51,6 +51,10 @@ class Options:
     # how many times its predicted run time the "auto" path search may spend (in trials):
     # 1 for evaluate, passes/contraction_order.py COMPILE_EFFORT for tl.compile
     search_effort: float = 1.0
+    # the weight of a tree's multiply-adds added to its layout_cost when "auto" picks among
+    # its trees: 0 for a value, tenloom/autodiff.py SWEEP_MADDS in a derivative's pre-pass
+    # (each forward contraction has two cotangent or tangent contractions of its own size)
+    sweep_madds: float = 0.0
     # the options given, normalized (``memory_limit`` in bytes, ``passes`` a tuple, ``device``
     # as given): what a saved plan records and what nested calls are given again (read-only)
     given: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
@@ -110,6 +114,7 @@ def _pass_key(o: Options) -> tuple | None:
         o.reverse_sweep,
         o.fusion,
         o.search_effort,
+        o.sweep_madds,
     )
 
 

@@ -296,7 +296,9 @@ def optimize(
         if hit is None and options.search_effort != 1.0:
             # a longer search (compile) changes nothing where no "auto" search ran: the
             # graph evaluate optimized is the same
-            hit = cached(optimize_key(graph, replace(options, search_effort=1.0), pipeline))
+            hit = cached(
+                optimize_key(graph, replace(options, search_effort=1.0, sweep_madds=0.0), pipeline)
+            )
             if hit is not None and hit.stats.get("contraction_order", {}).get("auto_searches"):
                 hit = None
         if hit is not None and (hit.stages is not None or not stages):

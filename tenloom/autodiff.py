@@ -67,6 +67,9 @@ def _check(what: str, opts: dict[str, Any]) -> Options:
 # Its tree may then differ from the one the value alone gets; asked for together, the value
 # takes the derivative's forward (runtime/session.py shared_forwards), so it runs once.
 SWEEP_EFFORT = 3.0
+# ... and among the trees it finds, each one's multiply-adds count 1 + SWEEP_MADDS times (the
+# forward's copies do not predict the sweep's cost; passes/contraction_order.py _auto_path)
+SWEEP_MADDS = 2.0
 
 
 def _pre_options(o: Options, reverse_sweep: bool | str = True) -> Options:
@@ -78,7 +81,13 @@ def _pre_options(o: Options, reverse_sweep: bool | str = True) -> Options:
     # the search's budget is its effort x the forward's predicted run time; the tree found
     # here also carries the derivative's sweep (SWEEP_EFFORT)
     effort = o.search_effort * SWEEP_EFFORT
-    return replace(o, fold_constants=False, reverse_sweep=sweep, search_effort=effort)
+    return replace(
+        o,
+        fold_constants=False,
+        reverse_sweep=sweep,
+        search_effort=effort,
+        sweep_madds=SWEEP_MADDS,
+    )
 
 
 def _lift_matching(fn: str, what: str, values: list, of: str, targets: list) -> list:
