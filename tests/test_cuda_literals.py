@@ -68,33 +68,77 @@ except Exception:  # no CuPy, or no driver
     _N_GPUS = 0
 
 
+def _long(xp, y, consts, blocks: int = 40):
+    """A region of 4 * blocks + 1 ops (over the CUDA backend's LITERAL_MIN_OPS at 40) whose
+    values stay bounded, for floats and integers alike."""
+    for _ in range(blocks):
+        y = y * consts[0] + consts[1]
+        y = xp.where(y > consts[2], y - consts[3], y)
+    return y + consts[1]
+
+
+def _record(monkeypatch):
+    from tenloom.runtime.backends import cuda as be
+
+    seen = []
+    real = be.fused_source
+
+    def spy(program, in_dtypes, out_dtype, literals=None):
+        seen.append(dict(literals or {}))
+        return real(program, in_dtypes, out_dtype, literals)
+
+    monkeypatch.setattr(be, "fused_source", spy)
+    return seen
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.cuda
 @pytest.mark.skipif(_N_GPUS == 0, reason="no CUDA GPU present")
-def test_fused_regions_with_constants_match_numpy_on_cuda(dtype, compiled):
-    rng = np.random.default_rng(3)
+def test_long_fused_regions_take_their_constants_as_literals_and_match_numpy(
+    dtype, compiled, monkeypatch
+):
+    seen = _record(monkeypatch)
+    rng = np.random.default_rng(3 + compiled)
     x = (rng.standard_normal(1000) * 10).astype(dtype)
     if dtype.startswith("float"):
-        consts = [np.array(v).astype(dtype)[()] for v in (0.9, -0.0, 1e-45, -2.5)]
+        # -0.0 and a float32 subnormal; values unique to this test (no kernel cached before)
+        vals = (0.9 - 0.01 * compiled, -0.0, 1e-45, -2.5)
     else:
-        consts = [
-            np.array(v).astype(dtype)[()] for v in (3, -7, 0, 2**20 if dtype == "int64" else 5)
-        ]
-
-    def f(xp, y):
-        y = y * consts[0] + consts[1]
-        y = xp.where(y > consts[2], y - consts[3], y * consts[0])
-        return y * y + consts[1]
-
-    want = f(np, x)
+        vals = (1, -7 - compiled, -(2**31) if dtype == "int32" else 0, 3)
+    consts = [np.array(v).astype(dtype)[()] for v in vals]
+    want = _long(np, x, consts)
     if compiled:
         p = tl.placeholder(x.shape, dtype, name="x")
-        plan = tl.compile([f(tl, p)], [p], device="cuda:0")
+        plan = tl.compile([_long(tl, p, consts)], [p], device="cuda:0")
         got = plan(x)[0]
-        got2 = plan(x[::-1].copy())[0]  # replay with new values
-        np.testing.assert_array_equal(got2, f(np, x[::-1].copy()))
+        other = x[::-1].copy()
+        np.testing.assert_array_equal(plan(other)[0], _long(np, other, consts))
     else:
-        (got,) = tl.evaluate(f(tl, tl.asarray(x)), device="cuda:0")
+        (got,) = tl.evaluate(_long(tl, tl.asarray(x), consts), device="cuda:0")
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(np.signbit(got), np.signbit(want))
+    assert any(lit for lit in seen), "no constant was written in as a literal"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(_N_GPUS == 0, reason="no CUDA GPU present")
+def test_an_eager_loop_with_a_new_scalar_each_step_compiles_a_bounded_number_of_kernels(
+    monkeypatch,
+):
+    from tenloom.runtime.backends import cuda as be
+
+    seen = _record(monkeypatch)
+    x = np.linspace(-3, 3, 500)
+    steps = be.LITERAL_VARIANTS + 4
+    for k in range(steps):
+        consts = [0.5 + 0.001 * k, 0.25, 0.1, 0.3]
+        (got,) = tl.evaluate(_long(tl, tl.asarray(x), consts), device="cuda:0")
+        np.testing.assert_allclose(got, _long(np, x, consts), rtol=1e-14, atol=1e-14)
+    with_literals = [lit for lit in seen if lit]
+    assert len(with_literals) == be.LITERAL_VARIANTS, seen
+    assert len(seen) == be.LITERAL_VARIANTS + 1  # then one kernel with parameters for the rest
+
+
+def test_int32_min_is_spelled_as_a_valid_literal():
+    assert c_literal(np.int32(-(2**31)), np.dtype("int32")) == "((int)-2147483648)"

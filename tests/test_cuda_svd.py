@@ -104,7 +104,7 @@ def test_ill_conditioned_spectra_stay_as_accurate_as_gesvd(dtype, kind):
     spectrum = (
         np.logspace(0, -14, n)
         if kind == "decay"
-        else np.r_[np.linspace(1, 0.5, n // 2), np.zeros(n - n // 2)]
+        else np.r_[np.linspace(1, 0.5, 170), np.zeros(n - 170)]
     )
     x = _matrix((n, n), dtype, spectrum, seed=3)
     before = _counters()
@@ -114,7 +114,7 @@ def test_ill_conditioned_spectra_stay_as_accurate_as_gesvd(dtype, kind):
     d = _delta(before)
     if kind == "decay":  # the Gram path's head would be 1/10 of the columns: not tried
         assert d["gram_declined"] == 1 and d["gesvdp"] + d["redone"] == 1, d
-    else:  # half the columns are the head; the null half is the tail, solved apart
+    else:  # 170 of 320 columns are the head; the null rest is the tail, solved apart
         assert d["gram"] == 1, d
 
 
@@ -140,8 +140,9 @@ def test_a_kernel_redone_again_and_again_goes_to_gesvd_for_a_while():
         _check(good, *plan(good), "float32")
     d = _delta(before)
     assert d["gesvd"] == cuda_svd.RETRY_AFTER and d["gesvdp"] == 0, d
-    plan(good)
-    assert _delta(before)["gesvdp"] == 1
+    plan(good)  # gesvdp tried again (the Gram path may still be resting: either counts)
+    d = _delta(before)
+    assert d["gesvdp"] + d["gram"] == 1, d
 
 
 def test_one_redone_matrix_does_not_stop_the_next_try():
@@ -263,6 +264,7 @@ def test_the_gram_paths_tail_goes_through_gesvdp_and_stays_accurate(dtype):
     np.testing.assert_allclose(s, spectrum, atol=10 * TOL[dtype])
     d = _delta(before)
     assert d["gram"] == 1 and d["gesvdp"] == 0 and d["redone"] == 0, d
+    assert d["tail_gesvdp"] == 1 and d["tail_gesvd"] == 0, d
 
 
 def test_a_kernel_whose_gram_tries_are_declined_stops_trying_for_a_while():
