@@ -397,7 +397,8 @@ def gram_svd(a, small_svd, frob: float, precheck: bool = True) -> tuple | None:
     U's columns orthonormal to ``TOL_ULPS * eps`` among themselves. The **tail**, the rest, is
     solved apart: V's remaining columns span the rest of the row space exactly (V is
     orthonormal), so W = (I - U_h U_h^H) A V_t holds what is left of A, and an SVD of W (a
-    QR of it, kept orthogonal to U_h, and ``small_svd`` of its p x p factor) gives the tail's singular triplets as accurately as that SVD does.
+    QR of it, kept orthogonal to U_h, and ``small_svd`` of its p x p factor) gives the
+    tail's singular triplets as accurately as that SVD does.
     What this leaves out is U_h R^H V_t, R the head's residual matrix: within
     ||R||_2 <= sqrt(h) * TOL_ULPS * eps * s_max in the worst case (each column is checked, not
     their sum); measured, A was rebuilt to about 1e-17 of its norm in float64.
