@@ -287,7 +287,7 @@ class Backend(BackendBase):
         self.device = cp.cuda.Device(index)
         self._consts: dict[int, tuple[weakref.ref, Any]] = {}
         self._kernels: dict[tuple, Any] = {}
-        # (program, input dtypes) -> the sets of literal values given their own kernel
+        # (a region's ops, its input dtypes) -> the sets of literal values given a kernel
         self._literal_sets: dict[tuple, set] = {}
 
     def caches(self) -> dict[str, list[dict]]:
@@ -410,7 +410,10 @@ class Backend(BackendBase):
                     literals[k] = text
         if not literals:
             return {}
-        seen = self._literal_sets.setdefault((program, dts), set())
+        # the region's ops, not its program: a new graph each step may number the same
+        # region's inputs in another order
+        shape = (tuple(op for op, _attrs, _args in program), tuple(sorted(dts)))
+        seen = self._literal_sets.setdefault(shape, set())
         values = tuple(sorted(literals.items()))
         if values not in seen:
             if len(seen) >= LITERAL_VARIANTS:
