@@ -18,6 +18,7 @@ import numpy as np
 from tenloom.graph.dtypes import SUPPORTED
 from tenloom.graph.node import Node
 from tenloom.graph.ops import OPS, Op, as_array
+from tenloom.passes.caches import counter
 from tenloom.runtime import buffers
 from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.backends.cpu_fused import chunked_kernel
@@ -179,6 +180,54 @@ def _sum(be: Backend, node: Node):
     return None  # the reference
 
 
+# issue 20: matrices with both sides at least this go through the Gram route first (below it
+# LAPACK's gesdd is as fast: measured on 2 cores, see runtime/kernels/gram_svd.py)
+GRAM_MIN_SIDE = 256
+# matrices done by the Gram route and kept; tried and passed on; done by LAPACK
+SVD_COUNTERS = counter("runtime.cpu_svd", gram=0, gram_declined=0, lapack=0)
+_SVD_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "complex64", "complex128"))
+
+
+def _svd(be: Backend, node: Node):
+    """The SVD by the Gram route where it is checked to be as accurate as LAPACK's
+    (runtime/kernels/gram_svd.py: 2-2.6x faster than gesdd on a Gaussian matrix), else the
+    reference (gesdd, gesvd where it fails), packed as the reference packs it. Not for small
+    matrices, full non-square ones, non-finite values, or ``deterministic=True`` (a kernel's
+    route may change from one call to the next, and with it the last bits)."""
+    from tenloom.graph.ops.decompositions import svd_arrays
+    from tenloom.runtime.kernels.gram_svd import NUMPY_CHECKS, GramRoute
+
+    full = node.attrs.full
+    *batch, m, n = node.inputs[0].shape
+    if min(m, n) < GRAM_MIN_SIDE or (full and m != n) or node.inputs[0].dtype not in _SVD_DTYPES:
+        return None  # the reference
+
+    def small(b):
+        return svd_arrays(b, False)
+
+    route = GramRoute(np, NUMPY_CHECKS, small, SVD_COUNTERS)
+
+    def run(x):
+        if DETERMINISTIC.get() or not np.isfinite(x).all():
+            parts = None
+        else:
+            parts = []
+            for a in x.reshape(-1, m, n):
+                got = route(a)
+                if got is None:
+                    SVD_COUNTERS["lapack"] += 1
+                    got = svd_arrays(a, full)
+                parts.append(got)
+        if parts is None:
+            SVD_COUNTERS["lapack"] += 1
+            u, s, vh = svd_arrays(x, full)
+        else:
+            u, s, vh = (np.stack([p[i] for p in parts]) for i in range(3))
+        return np.concatenate([u.reshape(-1), s.reshape(-1).astype(u.dtype), vh.reshape(-1)])
+
+    return run
+
+
 FFT_THREADED = 1 << 15  # elements; smaller transforms run on one thread (no pool round trip)
 
 
@@ -216,6 +265,7 @@ class Backend(BackendBase):
         Op.SLICED: _sliced,
         Op.FUSED: _fused,
         Op.SUM: _sum,  # big sums over the worker threads
+        Op.SVD: _svd,  # the Gram route (runtime/kernels/gram_svd.py)
         **dict.fromkeys((Op.FFT_C2C, Op.FFT_R2C, Op.FFT_C2R), _fft),  # scipy.fft, threaded
     }
 

@@ -44,6 +44,13 @@ import cupy as cp
 import numpy as np
 from tenloom.passes.caches import counter
 from tenloom.runtime.determinism import DETERMINISTIC
+from tenloom.runtime.kernels.gram_svd import (  # noqa: F401  (the tests read the constants here)
+    GRAM_FAILS_IN_A_ROW,
+    RETRY_AFTER,
+    TOL_ULPS,
+    Checks,
+    GramRoute,
+)
 
 # matrices done by gesvdp and kept; tried by gesvdp and redone by gesvd; done by gesvd directly
 # (a small single matrix done on the host); done through the Gram matrix (its head) and kept;
@@ -62,15 +69,8 @@ COUNTERS = counter(
 )
 
 MIN_SIDE = 128  # 64: gesvdp and gesvd even (2-4 ms); 128: 4.4 ms against 9.0 ms (H200)
-TOL_ULPS = 1024
 HOST_MAX_SIDE = 1024  # a single matrix with a side below MIN_SIDE, the other at most this
 FAILS_IN_A_ROW = 3
-RETRY_AFTER = 8
-# the Gram path: tried where the singular values above s_max / sqrt(TOL_ULPS) are predicted to be
-# at least this fraction of them (else gesvdp is cheaper); declined twice in a row: not tried
-# for the next RETRY_AFTER calls
-GRAM_HEAD_MIN = 0.5
-GRAM_FAILS_IN_A_ROW = 2
 
 # cudaDataType (library_types.h)
 _CUDA_TYPE = {
@@ -351,132 +351,13 @@ def colmax(e, triangular: bool, identity: bool) -> np.ndarray:
     return cp.asnumpy(out)
 
 
-def _probe_vector(n: int, real) -> np.ndarray:
-    return np.random.default_rng(n).standard_normal(n).astype(real)
-
-
-def head_unlikely(a, frob: float) -> bool:
-    """Whether ``a``'s energy is so concentrated in its top singular values that the Gram
-    path's head is unlikely to be most of its columns: ||A||_F^2 below n s^2 / 16, with s a
-    lower bound of s_max from three power steps of A^H A (a few matrix-vector products).
-
-    A Gaussian matrix has ||A||_F^2 about n s_max^2 / 4, a DMRG split 1.2 to 2 s_max^2 (every
-    split of L=20 chi=512, n = 128 to 1022): one goes to the Gram path, the other straight to
-    gesvdp without the eigendecomposition. A heuristic
-    only: which path runs first, never what is accepted."""
-    m, n = a.shape
-    real = np.dtype(a.dtype.char.lower()) if a.dtype.kind == "c" else a.dtype
-    x = cp.asarray(_probe_vector(n, real)).astype(a.dtype)
-    ah = a.conj().T
-    for _ in range(3):  # a has norm <= 1: nothing grows
-        x = ah @ (a @ x)
-    z = cp.asnumpy(a @ x)
-    xh = cp.asnumpy(x)
-    nx = float(np.vdot(xh, xh).real)
-    if not nx > 0:
-        return True
-    s2 = float(np.vdot(z, z).real) / nx
-    return frob * frob < n * s2 / 16
-
-
-def gram_svd(a, small_svd, frob: float, precheck: bool = True) -> tuple | None:
-    """The reduced SVD ``(u, s, vh)`` of the tall (m >= n) CuPy matrix ``a`` (Frobenius norm
-    ``frob``, in (1/2, 1]) through the eigendecomposition of its Gram matrix, or None where
-    that would not be accurate or would not pay.
-
-    G = A^H A is Hermitian; ``eigh`` (cuSOLVER syevd/heevd) gives its eigenvalues s_i^2 to
-    eps * s_max^2 and orthonormal V, and U = A V / s. That is torch's ``gesvda`` (the same
-    time: 112 ms at 4096 x 4096 float64 on an H200, against gesvdp's 278 ms), but gesvda stops
-    there, and its small singular values and their U columns are wrong: s_i loses
-    s_max / s_i of its digits, U's columns i and j stay orthogonal only to about
-    eps * s_max^2 / (s_i s_j). So here only the **head** is kept from it, the longest run of
-    leading columns that is checked to be as accurate as gesvd's: each column's residual
-    |A^H u_i - s_i v_i| within ``TOL_ULPS * eps * s_max`` (A v_i - s_i u_i is zero by
-    construction up to rounding; the pair of residuals puts a true singular value within that
-    of s_i), and
-    U's columns orthonormal to ``TOL_ULPS * eps`` among themselves. The **tail**, the rest, is
-    solved apart: V's remaining columns span the rest of the row space exactly (V is
-    orthonormal), so W = (I - U_h U_h^H) A V_t holds what is left of A, and an SVD of W (a
-    QR of it, kept orthogonal to U_h, and ``small_svd`` of its p x p factor) gives the
-    tail's singular triplets as accurately as that SVD does.
-    What this leaves out is U_h R^H V_t, R the head's residual matrix: within
-    ||R||_2 <= sqrt(h) * TOL_ULPS * eps * s_max in the worst case (each column is checked, not
-    their sum); measured, A was rebuilt to about 1e-17 of its norm in float64.
-
-    Worth it only where the head is most of the matrix (a Gaussian matrix: 96% of its
-    columns; a spectrum that falls over many orders of magnitude, as DMRG's: a few):
-    ``head_unlikely`` sends the second kind on before any decomposition (unless ``precheck`` is
-    off: the kernel's last try was kept), and a head predicted
-    from the eigenvalues (s_i >= s_max / sqrt(TOL_ULPS)) below ``GRAM_HEAD_MIN`` of the columns
-    stops the try there."""
-    m, n = a.shape
-    real = np.dtype(a.dtype.char.lower()) if a.dtype.kind == "c" else a.dtype
-    tol = _tol(real)
-    if precheck and head_unlikely(a, frob):
-        return None
-    ah = a.conj().T
-    w, v = cp.linalg.eigh(ah @ a)
-    w_host = cp.asnumpy(w)[::-1]  # descending
-    s_host = np.sqrt(np.maximum(w_host, 0)).astype(real, copy=False)
-    top = float(s_host[0])
-    if not 0.0 < top < math.inf:
-        return None
-    h = int(np.count_nonzero(s_host >= top / math.sqrt(TOL_ULPS)))
-    if h < GRAM_HEAD_MIN * n:
-        return None
-    v = v[:, ::-1]
-    vh_ = cp.ascontiguousarray(v[:, :h])
-    s_dev = cp.asarray(s_host[:h])
-    u = a @ vh_
-    scale_cols(u, s_dev)
-    res = resid_norms(ah @ u, vh_, s_dev)
-    off = colmax(u.conj().T @ u, triangular=True, identity=True)
-    # column j is good where its residual is small and it is orthonormal to columns 0..j
-    # (written so that NaN is bad)
-    bad = np.flatnonzero(~((res <= tol * top) & (off <= tol)))
-    if bad.size:
-        h = int(bad[0])
-        if h < GRAM_HEAD_MIN * n:
-            return None
-    uu = cp.empty((m, n), a.dtype)
-    vv = cp.empty((n, n), a.dtype)
-    uu[:, :h] = u[:, :h]
-    vv[:h] = vh_[:, :h].conj().T
-    ss = s_host.copy()
-    if h < n:
-        u = uu[:, :h]
-        vt = v[:, h:]
-        wt = a @ vt
-        for _ in range(2):  # twice: once loses orthogonality where W is small
-            wt -= u @ (u.conj().T @ wt)
-        q = cp.linalg.qr(wt)[0]
-        if not colmax(u.conj().T @ q, False, False).max() <= tol:
-            # Q spans W; where W is rank-deficient its other columns must still be
-            # orthogonal to the head
-            for _ in range(2):
-                q -= u @ (u.conj().T @ q)
-            q = cp.linalg.qr(q)[0]
-        ub, sb, vbh = small_svd(q.conj().T @ wt)
-        ut = q @ ub
-        cross = colmax(u.conj().T @ ut, False, False).max()
-        own = colmax(ut.conj().T @ ut, True, True).max()
-        if not (cross <= tol and own <= tol):
-            return None
-        uu[:, h:] = ut
-        vv[h:] = vbh @ vt.conj().T
-        ss[h:] = cp.asnumpy(sb)
-    if h < n and bool((ss[1:] > ss[:-1]).any()):  # a tail value above the head's last
-        order = np.argsort(-ss, kind="stable")
-        ss = ss[order]
-        order = cp.asarray(order)
-        uu, vv = uu[:, order], vv[order]
-    return uu, cp.asarray(ss), vv
+CUDA_CHECKS = Checks(cp.asnumpy, scale_cols, resid_norms, colmax)
 
 
 def svd_kernel(fallback, fallback_host) -> Any:
     """The SVD op's kernel on CUDA: ``run(x, full)`` -> ``(u, s, vh)``; ``fallback(x)`` is the
     reference on the device (CuPy's gesvd), ``fallback_host`` the same on host arrays."""
-    state = {"skip": 0, "fails": 0, "gram_skip": 0, "gram_fails": 0, "gram_ok": False}
+    state = {"skip": 0, "fails": 0}
 
     def scale_of(x) -> float | None:
         # scaled by a power of two (exact) to a Frobenius norm in (1/2, 1]: s_max is then within
@@ -485,11 +366,10 @@ def svd_kernel(fallback, fallback_host) -> Any:
         norm = float(cp.linalg.norm(x))
         if not (0.0 < norm < math.inf):
             return None
-        state["norm"] = norm
         return 2.0 ** -math.ceil(math.log2(norm))
 
     def small_svd(b):
-        """The SVD of the Gram path's p x p tail factor: the host's LAPACK below MIN_SIDE,
+        """The SVD of the Gram route's p x p tail factor: the host's LAPACK below MIN_SIDE,
         else gesvdp where it is accurate, else gesvd."""
         if b.shape[0] < MIN_SIDE:
             COUNTERS["tail_host"] += 1
@@ -501,31 +381,7 @@ def svd_kernel(fallback, fallback_host) -> Any:
         COUNTERS["tail_gesvd"] += 1
         return fallback(b)
 
-    def gram(x):
-        if state["gram_skip"] > 0:
-            state["gram_skip"] -= 1
-            return None
-        m, n = x.shape
-        scale = scale_of(x)
-        got = None
-        if scale is not None:
-            a = x * scale
-            # a kernel whose last try was kept skips the pre-check (0.5 ms at N=2048)
-            got = gram_svd(
-                a if m >= n else a.T, small_svd, state["norm"] * scale, not state["gram_ok"]
-            )
-        state["gram_ok"] = got is not None
-        if got is None:
-            COUNTERS["gram_declined"] += 1
-            state["gram_fails"] += 1
-            if state["gram_fails"] >= GRAM_FAILS_IN_A_ROW:
-                state["gram_skip"], state["gram_fails"] = RETRY_AFTER, 0
-            return None
-        state["gram_fails"] = 0
-        COUNTERS["gram"] += 1
-        ua, s, vha = got  # x^T = U S V^H for a wide x: x = conj(V) S U^T
-        u, vh = (ua, vha) if m >= n else (vha.T, ua.T)
-        return u, s * (1.0 / scale), vh
+    gram = GramRoute(cp, CUDA_CHECKS, small_svd, COUNTERS)
 
     def one(x):
         got = gram(x)

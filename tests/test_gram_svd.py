@@ -1,0 +1,199 @@
+"""The SVD's Gram route on the CPU (runtime/kernels/gram_svd.py, runtime/backends/cpu.py
+``_svd``): the eigendecomposition of A^H A where its leading columns are checked to be as
+accurate as LAPACK's, the rest solved apart, LAPACK's gesdd otherwise. Results against NumPy
+for every dtype, the routes counted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tenloom.runtime.backends import cpu
+from tenloom.runtime.kernels import gram_svd as gs
+
+import tenloom as tl
+
+DTYPES = ["float32", "float64", "complex64", "complex128"]
+TOL = {"float32": 2e-5, "complex64": 2e-5, "float64": 1e-12, "complex128": 1e-12}
+
+
+def _counters():
+    return dict(cpu.SVD_COUNTERS)
+
+
+def _delta(before):
+    return {k: v - before[k] for k, v in _counters().items()}
+
+
+def _matrix(shape, dtype, spectrum, seed=0):
+    rng = np.random.default_rng(seed)
+    cplx = np.dtype(dtype).kind == "c"
+
+    def g(*s):
+        x = rng.standard_normal(s)
+        return x + 1j * rng.standard_normal(s) if cplx else x
+
+    if isinstance(spectrum, str):
+        return g(*shape).astype(dtype)
+    *batch, m, n = shape
+    k = min(m, n)
+    out = []
+    for _ in range(int(np.prod(batch, dtype=int))):
+        q1, _ = np.linalg.qr(g(m, k))
+        q2, _ = np.linalg.qr(g(n, k))
+        out.append((q1 * spectrum) @ q2.conj().T)
+    return np.stack(out).reshape(shape).astype(dtype)
+
+
+def _check(x, u, s, vh, dtype):
+    tol = TOL[dtype]
+    wide = np.complex128 if x.dtype.kind == "c" else np.float64
+    ref = np.linalg.svd(x.astype(wide), compute_uv=False)
+    assert u.dtype == np.dtype(dtype) and vh.dtype == np.dtype(dtype)
+    assert s.dtype == np.dtype(
+        dtype.replace("complex64", "float32").replace("complex128", "float64")
+    )
+    top = ref[..., :1]
+    np.testing.assert_allclose(s / top, ref / top, atol=10 * tol)
+    assert np.all(np.diff(s, axis=-1) <= 0)
+    k = s.shape[-1]
+    eye = np.broadcast_to(np.eye(k), u.shape[:-2] + (k, k))
+    np.testing.assert_allclose(np.swapaxes(u.conj(), -1, -2) @ u, eye, atol=100 * tol)
+    np.testing.assert_allclose(vh @ np.swapaxes(vh.conj(), -1, -2), eye, atol=100 * tol)
+    rec = (u * s[..., None, :]) @ vh
+    scale = np.linalg.norm(x, axis=(-2, -1), keepdims=True)
+    assert np.max(np.abs(rec - x) / scale) < 100 * tol
+
+
+def _svd(x, **kw):
+    return tl.evaluate(*tl.linalg.svd(tl.asarray(x), full_matrices=False), **kw)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(300, 300), (260, 400), (400, 260), (2, 280, 300)])
+def test_gaussian_matrices_take_the_gram_route_and_match_numpy(dtype, shape):
+    x = _matrix(shape, dtype, "gauss", seed=sum(shape))
+    before = _counters()
+    _check(x, *_svd(x), dtype)
+    d = _delta(before)
+    assert d["gram"] == int(np.prod(shape[:-2], dtype=int)) and d["lapack"] == 0, d
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_a_fast_decaying_spectrum_goes_to_lapack_and_stays_exact(dtype):
+    spectrum = np.logspace(0, -14, 320)
+    x = _matrix((320, 320), dtype, spectrum, seed=3)
+    before = _counters()
+    u, s, vh = _svd(x)
+    _check(x, u, s, vh, dtype)
+    np.testing.assert_allclose(s, spectrum, atol=1e-14)
+    d = _delta(before)
+    assert d["gram_declined"] == 1 and d["lapack"] == 1 and d["gram"] == 0, d
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_rank_deficient_matrix_keeps_its_head_and_solves_its_null_tail(dtype):
+    spectrum = np.r_[np.linspace(1, 0.5, 170), np.zeros(150)]
+    x = _matrix((320, 320), dtype, spectrum, seed=4)
+    before = _counters()
+    u, s, vh = _svd(x)
+    _check(x, u, s, vh, dtype)
+    np.testing.assert_allclose(s, spectrum, atol=10 * TOL[dtype])
+    assert _delta(before)["gram"] == 1
+
+
+def test_a_head_and_a_decaying_tail():
+    spectrum = np.r_[np.linspace(1, 0.5, 240), np.logspace(-3, -12, 160)]
+    x = _matrix((400, 400), "float64", spectrum, seed=5)
+    before = _counters()
+    u, s, vh = _svd(x)
+    _check(x, u, s, vh, "float64")
+    np.testing.assert_allclose(s, spectrum, atol=1e-14)
+    assert _delta(before)["gram"] == 1
+
+
+def test_deterministic_runs_and_non_finite_values_use_lapack():
+    x = _matrix((300, 300), "float64", "gauss", seed=6)
+    before = _counters()
+    a = _svd(x, deterministic=True)
+    b = _svd(x, deterministic=True)
+    for p, q in zip(a, b):
+        assert np.array_equal(p, q)
+    ref = np.linalg.svd(x, full_matrices=False)
+    for p, q in zip(a, ref):
+        assert np.array_equal(p, q)  # LAPACK's own bits
+    bad = x.copy()
+    bad[3, 4] = np.nan
+    try:
+        got = _svd(bad)[1]
+        assert np.isnan(got).any()
+    except Exception as e:  # LAPACK's own verdict on a NaN matrix stands
+        assert isinstance(e.__cause__, np.linalg.LinAlgError), e
+    d = _delta(before)
+    assert d["gram"] == 0 and d["lapack"] == 3, d
+
+
+def test_small_and_full_non_square_matrices_keep_the_reference():
+    before = _counters()
+    for shape, full in [((200, 300), False), ((300, 260), True)]:
+        x = _matrix(shape, "float64", "gauss", seed=7)
+        u, s, vh = tl.evaluate(*tl.linalg.svd(tl.asarray(x), full_matrices=full))
+        ref = np.linalg.svd(x, full_matrices=full)
+        assert u.shape == ref[0].shape and vh.shape == ref[2].shape
+        np.testing.assert_allclose(s, ref[1], rtol=1e-13)
+    assert _delta(before) == {"gram": 0, "gram_declined": 0, "lapack": 0}
+
+
+def test_a_kernel_declined_twice_rests():
+    p = tl.placeholder((300, 300), "float64", name="x")
+    plan = tl.compile(list(tl.linalg.svd(p, full_matrices=False)), [p])
+    bad = _matrix((300, 300), "float64", np.logspace(0, -12, 300), seed=8)
+    good = _matrix((300, 300), "float64", "gauss", seed=9)
+    before = _counters()
+    for _ in range(gs.GRAM_FAILS_IN_A_ROW + 1):
+        _check(bad, *plan(bad), "float64")
+    d = _delta(before)
+    assert d["gram_declined"] == gs.GRAM_FAILS_IN_A_ROW, d  # the third call skipped the try
+    for _ in range(gs.RETRY_AFTER):
+        _check(good, *plan(good), "float64")
+    d = _delta(before)
+    assert d["gram"] == 1, d  # the rest over, the route is tried and kept again
+
+
+def test_the_truncated_svds_gradient_is_the_one_lapack_gives(monkeypatch):
+    y = _matrix((280, 280), "float64", "gauss", seed=10)
+
+    def run():
+        t = tl.asarray(y)
+        u, s, vh, w = tl.linalg.tensor_svd(t, left=(0,), max_rank=70)
+        loss = tl.sum(s[:10] ** 3) + w + tl.sum((u @ vh) ** 2)
+        return tl.evaluate(loss, tl.grad(loss, t), cache_dir=False)
+
+    before = _counters()
+    value, grad = run()
+    assert _delta(before)["gram"] >= 1
+    monkeypatch.setattr(cpu, "GRAM_MIN_SIDE", 10**9)
+    tl.clear_caches()  # the programs built with the route
+    ref_value, ref_grad = run()
+    np.testing.assert_allclose(value, ref_value, rtol=1e-12)
+    np.testing.assert_allclose(grad, ref_grad, atol=1e-8 * np.abs(ref_grad).max())
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    m=st.integers(256, 300),
+    n=st.integers(256, 300),
+    dtype=st.sampled_from(DTYPES),
+    decay=st.sampled_from([0.0, 1.0, 3.0, 8.0]),
+    zeros=st.integers(0, 40),
+    seed=st.integers(0, 2**16),
+)
+def test_random_spectra_match_numpy(m, n, dtype, decay, zeros, seed):
+    k = min(m, n)
+    spectrum = np.logspace(0, -decay, k) if decay else np.random.default_rng(seed).random(k)
+    spectrum = np.sort(spectrum)[::-1].copy()
+    if zeros:
+        spectrum[-zeros:] = 0
+    x = _matrix((m, n), dtype, spectrum, seed=seed)
+    _check(x, *_svd(x), dtype)
