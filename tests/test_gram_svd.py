@@ -77,17 +77,21 @@ def test_gaussian_matrices_take_the_gram_route_and_match_numpy(dtype, shape):
     before = _counters()
     _check(x, *_svd(x), dtype)
     d = _delta(before)
-    assert d["gram"] == int(np.prod(shape[:-2], dtype=int)) and d["lapack"] == 0, d
+    count = int(np.prod(shape[:-2], dtype=int))
+    if dtype.startswith("float"):
+        assert d["gram"] == count and d["lapack"] == 0, d
+    else:  # complex: gesdd is faster here (runtime/backends/cpu.py _SVD_DTYPES)
+        assert d["gram"] == 0 and d["lapack"] == 0 and d["gram_declined"] == 0, d
 
 
-@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_fast_decaying_spectrum_goes_to_lapack_and_stays_exact(dtype):
     spectrum = np.logspace(0, -14, 320)
     x = _matrix((320, 320), dtype, spectrum, seed=3)
     before = _counters()
     u, s, vh = _svd(x)
     _check(x, u, s, vh, dtype)
-    np.testing.assert_allclose(s, spectrum, atol=1e-14)
+    np.testing.assert_allclose(s, spectrum, atol=10 * TOL[dtype])
     d = _delta(before)
     assert d["gram_declined"] == 1 and d["lapack"] == 1 and d["gram"] == 0, d
 
@@ -100,7 +104,7 @@ def test_a_rank_deficient_matrix_keeps_its_head_and_solves_its_null_tail(dtype):
     u, s, vh = _svd(x)
     _check(x, u, s, vh, dtype)
     np.testing.assert_allclose(s, spectrum, atol=10 * TOL[dtype])
-    assert _delta(before)["gram"] == 1
+    assert _delta(before)["gram"] == (1 if dtype.startswith("float") else 0)
 
 
 def test_a_head_and_a_decaying_tail():

@@ -62,7 +62,10 @@ def _np_scale_cols(u, s) -> None:
 
 
 def _np_resid_norms(y, v, s) -> np.ndarray:
-    return np.linalg.norm(y - v * s, axis=0)
+    d = y - v * s
+    if d.dtype.kind == "c":  # |d|^2 without a square root per element
+        return np.sqrt((d.real * d.real + d.imag * d.imag).sum(axis=0))
+    return np.sqrt((d * d).sum(axis=0))
 
 
 def _np_colmax(e, triangular: bool, identity: bool) -> np.ndarray:
