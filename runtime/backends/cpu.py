@@ -191,11 +191,13 @@ _SVD_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64"))
 
 
 def _svd(be: Backend, node: Node):
-    """The SVD by the Gram route where it is checked to be as accurate as LAPACK's
-    (runtime/kernels/gram_svd.py: 2-2.6x faster than gesdd on a Gaussian matrix), else the
+    """The SVD by the Gram route where it is checked to 1024 ulp
+    (runtime/kernels/gram_svd.py: 1.4-2.2x faster than gesdd on a Gaussian matrix), else the
     reference (gesdd, gesvd where it fails), packed as the reference packs it. Not for small
-    matrices, full non-square ones, non-finite values, or ``deterministic=True`` (a kernel's
-    route may change from one call to the next, and with it the last bits)."""
+    matrices, full non-square ones, empty or non-finite values, or ``deterministic=True`` (which
+    promises LAPACK's own bits). The route depends on each matrix alone (no history), so a
+    plan called twice on the same matrix gives the same factors; the route and LAPACK may pick
+    different signs for the singular vectors."""
     from tenloom.graph.ops.decompositions import svd_arrays
     from tenloom.runtime.kernels.gram_svd import NUMPY_CHECKS, GramRoute
 
@@ -207,10 +209,10 @@ def _svd(be: Backend, node: Node):
     def small(b):
         return svd_arrays(b, False)
 
-    route = GramRoute(np, NUMPY_CHECKS, small, SVD_COUNTERS)
+    route = GramRoute(np, NUMPY_CHECKS, small, SVD_COUNTERS, history=False)
 
     def run(x):
-        if DETERMINISTIC.get() or not np.isfinite(x).all():
+        if DETERMINISTIC.get() or x.size == 0 or not np.isfinite(x).all():
             parts = None
         else:
             parts = []
