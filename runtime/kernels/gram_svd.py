@@ -42,6 +42,7 @@ choices (U diag(s) V^H, projectors, s) agree to the tolerance; U and V themselve
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -95,8 +96,11 @@ def tol(real) -> float:
     return TOL_ULPS * float(np.finfo(real).eps)
 
 
+@functools.lru_cache(maxsize=64)
 def _probe_vector(n: int, real) -> np.ndarray:
-    return np.random.default_rng(n).standard_normal(n).astype(real)
+    v = np.random.default_rng(n).standard_normal(n).astype(real)
+    v.flags.writeable = False
+    return v
 
 
 def head_unlikely(xp, a, frob: float, to_host: Callable) -> bool:
