@@ -240,3 +240,50 @@ def require_cuda():
     except Exception:
         pytest.skip("no CUDA driver")
     return cp
+
+
+#: the SVD tests' tolerances (test_cuda_svd.py, test_gram_svd.py): 1024-ulp routes and LAPACK
+SVD_TOL = {"float32": 2e-5, "complex64": 2e-5, "float64": 1e-12, "complex128": 1e-12}
+
+
+def matrix_with_spectrum(shape, dtype, spectrum, seed=0):
+    """A matrix of ``shape`` (leading batch axes allowed) with singular values ``spectrum``
+    ("gauss": a Gaussian matrix; else an array of k values)."""
+    rng = np.random.default_rng(seed)
+    cplx = np.dtype(dtype).kind == "c"
+
+    def g(*s):
+        x = rng.standard_normal(s)
+        return x + 1j * rng.standard_normal(s) if cplx else x
+
+    if isinstance(spectrum, str):
+        return g(*shape).astype(dtype)
+    *batch, m, n = shape
+    k = min(m, n)
+    out = []
+    for _ in range(int(np.prod(batch, dtype=int))):
+        q1, _ = np.linalg.qr(g(m, k))
+        q2, _ = np.linalg.qr(g(n, k))
+        out.append((q1 * spectrum) @ q2.conj().T)
+    return np.stack(out).reshape(shape).astype(dtype)
+
+
+def check_svd(x, u, s, vh, dtype):
+    """``(u, s, vh)`` is an SVD of ``x`` to ``SVD_TOL``: dtypes, singular values against
+    NumPy's in double precision, descending, U and V orthonormal, x rebuilt."""
+    tol = SVD_TOL[dtype]
+    wide = np.complex128 if x.dtype.kind == "c" else np.float64
+    ref = np.linalg.svd(x.astype(wide), compute_uv=False)
+    assert u.dtype == np.dtype(dtype) and vh.dtype == np.dtype(dtype)
+    real = dtype.replace("complex64", "float32").replace("complex128", "float64")
+    assert s.dtype == np.dtype(real)
+    top = ref[..., :1]
+    np.testing.assert_allclose(s / top, ref / top, atol=10 * tol)
+    assert np.all(np.diff(s, axis=-1) <= 0)  # descending
+    k = s.shape[-1]
+    eye = np.broadcast_to(np.eye(k), u.shape[:-2] + (k, k))
+    np.testing.assert_allclose(np.swapaxes(u.conj(), -1, -2) @ u, eye, atol=100 * tol)
+    np.testing.assert_allclose(vh @ np.swapaxes(vh.conj(), -1, -2), eye, atol=100 * tol)
+    rec = (u * s[..., None, :]) @ vh
+    scale = np.linalg.norm(x, axis=(-2, -1), keepdims=True)
+    assert np.max(np.abs(rec - x) / scale) < 100 * tol

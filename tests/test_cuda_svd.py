@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import SVD_TOL, check_svd, matrix_with_spectrum
 from tenloom.graph.errors import EvaluationError
 
 import tenloom as tl
@@ -21,7 +22,7 @@ pytestmark = [
 ]
 
 DTYPES = ["float32", "float64", "complex64", "complex128"]
-TOL = {"float32": 2e-5, "complex64": 2e-5, "float64": 1e-12, "complex128": 1e-12}
+TOL = SVD_TOL
 
 
 def _counters():
@@ -34,53 +35,8 @@ def _delta(before):
     return {k: v - before[k] for k, v in _counters().items()}
 
 
-def _matrix(shape, dtype, spectrum, seed=0):
-    """A matrix of ``shape`` (leading batch axes allowed) with singular values ``spectrum``
-    ("gauss": a Gaussian matrix; else an array of k values)."""
-    rng = np.random.default_rng(seed)
-    cplx = np.dtype(dtype).kind == "c"
-
-    def g(*s):
-        x = rng.standard_normal(s)
-        return x + 1j * rng.standard_normal(s) if cplx else x
-
-    if isinstance(spectrum, str):
-        return g(*shape).astype(dtype)
-    *batch, m, n = shape
-    k = min(m, n)
-    out = []
-    for _ in range(int(np.prod(batch, dtype=int))):
-        q1, _ = np.linalg.qr(g(m, k))
-        q2, _ = np.linalg.qr(g(n, k))
-        out.append((q1 * spectrum) @ q2.conj().T)
-    return np.stack(out).reshape(shape).astype(dtype)
-
-
-def _check(x, u, s, vh, dtype):
-    tol = TOL[dtype]
-    ref = np.linalg.svd(x.astype(np.complex128 if x.dtype.kind == "c" else np.float64), False)[1]
-    assert u.dtype == np.dtype(dtype) and vh.dtype == np.dtype(dtype)
-    assert s.dtype == np.dtype(
-        dtype.replace("complex64", "float32").replace("complex128", "float64")
-    )
-    top = ref[..., :1]
-    np.testing.assert_allclose(s / top, ref / top, atol=10 * tol)
-    assert np.all(np.diff(s, axis=-1) <= 0)  # descending
-    k = s.shape[-1]
-    eye = np.eye(k)
-    np.testing.assert_allclose(
-        np.swapaxes(u.conj(), -1, -2) @ u,
-        np.broadcast_to(eye, u.shape[:-2] + (k, k)),
-        atol=100 * tol,
-    )
-    np.testing.assert_allclose(
-        vh @ np.swapaxes(vh.conj(), -1, -2),
-        np.broadcast_to(eye, vh.shape[:-2] + (k, k)),
-        atol=100 * tol,
-    )
-    rec = (u * s[..., None, :]) @ vh
-    scale = np.linalg.norm(x, axis=(-2, -1), keepdims=True)
-    assert np.max(np.abs(rec - x) / scale) < 100 * tol
+_matrix = matrix_with_spectrum
+_check = check_svd
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
