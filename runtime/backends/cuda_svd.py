@@ -1,5 +1,11 @@
-"""SVD on CUDA (issue 20): cuSOLVER's polar-decomposition driver ``gesvdp``, checked, with
-CuPy's ``gesvd`` behind it.
+"""SVD on CUDA (issue 20): the Gram route (runtime/kernels/gram_svd.py, with its column checks
+as the CUDA kernels below), then cuSOLVER's polar-decomposition driver ``gesvdp``, each
+checked, with CuPy's ``gesvd`` behind them.
+
+**Why the Gram route first.** The eigendecomposition of A^H A took the time of torch's gesvda,
+2.5x less than gesvdp (H200: 27 against 73 ms at N=2048 float64, 112 against 278 ms at 4096);
+the route keeps what its checks find accurate and declines the rest (a spectrum that decays
+fast, as DMRG's, is declined by a few power steps before any eigh).
 
 **Why gesvdp.** ``cupy.linalg.svd`` calls cuSOLVER's ``gesvd`` (QR iteration), and torch's
 default driver is ``gesvdj`` (Jacobi) falling back to ``gesvd``. ``cusolverDnXgesvdp`` computes
