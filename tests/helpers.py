@@ -242,6 +242,23 @@ def require_cuda():
     return cp
 
 
+def gpu_count(cp) -> int:
+    """CUDA GPUs CuPy sees (0: no CuPy, or no driver)."""
+    if cp is None:
+        return 0
+    try:
+        return cp.cuda.runtime.getDeviceCount()
+    except Exception:  # no driver
+        return 0
+
+
+def cuda_marks(cp) -> list:
+    """The marks of a module of CUDA tests: ``cuda``, and skipped where no GPU is present."""
+    import pytest
+
+    return [pytest.mark.cuda, pytest.mark.skipif(gpu_count(cp) == 0, reason="no CUDA GPU present")]
+
+
 #: the SVD tests' tolerances (test_cuda_svd.py, test_gram_svd.py): 1024-ulp routes and LAPACK
 SVD_TOL = {"float32": 2e-5, "complex64": 2e-5, "float64": 1e-12, "complex128": 1e-12}
 

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import cuda_marks, gpu_count
 
 import tenloom as tl
 
 cp = pytest.importorskip("cupy")
-try:
-    _N_GPUS = cp.cuda.runtime.getDeviceCount()
-except Exception:  # no driver
-    _N_GPUS = 0
-pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(_N_GPUS == 0, reason="no CUDA GPU present"),
-]
+_N_GPUS = gpu_count(cp)
+pytestmark = cuda_marks(cp)
 RNG = np.random.default_rng(5)
 
 

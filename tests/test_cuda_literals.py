@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import gpu_count
 from tenloom.graph.ops import Op
 from tenloom.runtime.codegen.cuda import c_literal, fused_source
 
@@ -62,10 +63,9 @@ def test_literals_leave_the_parameters_and_enter_the_body():
 
 try:
     import cupy as cp
-
-    _N_GPUS = cp.cuda.runtime.getDeviceCount()
-except Exception:  # no CuPy, or no driver
-    _N_GPUS = 0
+except ImportError:
+    cp = None
+_N_GPUS = gpu_count(cp)
 
 
 N = 70_000  # over runtime/codegen GPU_BIG_REGION: a region may hold more than 48 ops

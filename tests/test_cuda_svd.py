@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import SVD_TOL, check_svd, matrix_with_spectrum
+from helpers import SVD_TOL, check_svd, cuda_marks, matrix_with_spectrum
 from tenloom.graph.errors import EvaluationError
 
 import tenloom as tl
 
 cp = pytest.importorskip("cupy")
-try:
-    _N_GPUS = cp.cuda.runtime.getDeviceCount()
-except Exception:  # no driver
-    _N_GPUS = 0
-pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(_N_GPUS == 0, reason="no CUDA GPU present"),
-]
+pytestmark = cuda_marks(cp)
 
 DTYPES = ["float32", "float64", "complex64", "complex128"]
 TOL = SVD_TOL
