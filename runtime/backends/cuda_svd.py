@@ -56,6 +56,8 @@ from tenloom.runtime.kernels.gram_svd import (  # noqa: F401  (the tests read th
     TOL_ULPS,
     Checks,
     GramRoute,
+    real_dtype,
+    tol,
 )
 
 # matrices done by gesvdp and kept; tried by gesvdp and redone by gesvd; done by gesvd directly
@@ -166,7 +168,7 @@ def gesvdp_tall(b, lib, hp) -> tuple | None:
     n, m = b.shape
     dt = b.dtype
     ct = _CUDA_TYPE[dt]
-    real = np.dtype(dt.char.lower()) if dt.kind == "c" else dt
+    real = real_dtype(dt)
     rt = _CUDA_TYPE[real]
     s = cp.empty(n, real)
     ut = cp.empty((n, m), dt)
@@ -199,11 +201,7 @@ def gesvdp_tall(b, lib, hp) -> tuple | None:
     if not ok or not np.isfinite(top):
         return None
     # h_err_sigma's scale is not documented: held to the tighter of absolute and relative
-    return ut, s, vt, err.value <= _tol(real) * min(top, 1.0)
-
-
-def _tol(real) -> float:
-    return TOL_ULPS * float(np.finfo(real).eps)
+    return ut, s, vt, err.value <= tol(real) * min(top, 1.0)
 
 
 def _host_svd(x, fallback_host):
@@ -346,7 +344,7 @@ def colmax(e, triangular: bool, identity: bool) -> np.ndarray:
     """The largest |e[i, j] - (identity and i == j)| of each column j, over i <= j where
     ``triangular`` (e C-contiguous), on the host; NaN where the column holds one."""
     rows, cols = e.shape
-    real = np.dtype(e.dtype.char.lower()) if e.dtype.kind == "c" else e.dtype
+    real = real_dtype(e.dtype)
     out = cp.zeros(cols, real)
     _launch(
         _checks(e.dtype).get_function("colmax"),
