@@ -74,6 +74,12 @@ def main(argv=None) -> int:
     p.add_argument("--limit", default="4GiB", help="memory_limit: decides the slicing")
     p.add_argument("--gpus", default="1,2", help="GPU counts to run, comma separated")
     p.add_argument("--repeat", type=int, default=2, help="timed runs per GPU count (best kept)")
+    p.add_argument(
+        "--cuda-graphs",
+        default="on",
+        choices=["on", "off", "both"],
+        help="replay each GPU's slice program as a CUDA graph (issue 23), or not, or both",
+    )
     p.add_argument("--out", default=None, help="write the results as JSON here")
     args = p.parse_args(argv)
     import cupy as cp  # after the arguments: --help works without a GPU
@@ -102,21 +108,29 @@ def main(argv=None) -> int:
         f"path + slicing {search:.1f} s"
     )
     rows, values = [], []
-    base = None
-    for c in counts:
+    base: dict = {}
+    modes = {"on": [True], "off": [False], "both": [False, True]}[args.cuda_graphs]
+    from tenloom.runtime.backends.cuda_graphs import COUNTERS
+
+    for c, graphs in [(c, g) for c in counts for g in modes]:
         device = "cuda:0" if c == 1 else [f"cuda:{i}" for i in range(c)]
-        values.append(complex(y.evaluate(device=device, **opts)))  # warm-up: copies, kernels
+        run = dict(opts, cuda_graphs=graphs)
+        values.append(complex(y.evaluate(device=device, **run)))  # warm-up: copies, kernels
         best = math.inf
+        replays = COUNTERS["replays"]
         for _ in range(args.repeat):
             t0 = time.perf_counter()
-            values.append(complex(y.evaluate(device=device, **opts)))
+            values.append(complex(y.evaluate(device=device, **run)))
             best = min(best, time.perf_counter() - t0)
+        replays = COUNTERS["replays"] - replays
         slices = list(LAST_RUN.slices)
-        base = best if base is None else base
-        speedup = base / best
+        base.setdefault(graphs, best)
+        speedup = base[graphs] / best
         imbalance = max(slices) / (sum(slices) / len(slices))
         row = {
             "gpus": c,
+            "cuda_graphs": graphs,
+            "replays": replays,
             "seconds": best,
             "speedup": speedup,
             "efficiency": speedup / c,
@@ -127,8 +141,9 @@ def main(argv=None) -> int:
         }
         rows.append(row)
         print(
-            f"{c} GPU(s): {best:.3f} s  speed-up {speedup:.3f}x  efficiency {speedup / c:.3f}  "
-            f"slices {slices}  imbalance {imbalance:.3f}  {row['tflops']:.1f} TFLOP/s"
+            f"{c} GPU(s), cuda_graphs={graphs}: {best:.3f} s  speed-up {speedup:.3f}x  "
+            f"efficiency {speedup / c:.3f}  slices {slices}  imbalance {imbalance:.3f}  "
+            f"{row['tflops']:.1f} TFLOP/s  slice replays {replays}"
         )
     ref = values[0]
     spread = max(abs(v - ref) for v in values) / max(abs(ref), 1e-300)

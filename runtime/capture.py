@@ -28,6 +28,14 @@ from tenloom.graph.ops import OPS, Op, OpKind
 CUDA_GRAPHS: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "tenloom_cuda_graphs", default=True
 )
+# bytes a captured program may hold on its device: its own pool (the inputs copied in, the
+# packed outputs, every intermediate) and the copy of its outputs a call returns; None: no
+# bound. Under memory_limit= a run's own programs get 0, never captured (a captured pool stays
+# held between the program's segments, while its sliced networks run), and each slice program
+# its share of the limit (runtime/sliced.py ``slice_budget``)
+BUDGET: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "tenloom_capture_budget", default=None
+)
 # runs of a program before its capture: the first runs step by step (kernels compiled, CuPy's
 # caches and cuBLAS warm), the next one is captured and every later one replays
 CAPTURE_AFTER = 1
@@ -74,11 +82,11 @@ def run_off_reason(options: Any, threads: int) -> str | None:
         # a replay's GEMMs read operands in place where the first run copied them: other
         # roundings, so the same call could give other bits from one run to the next
         return "deterministic=True keeps every run's kernels the first run's"
-    if options.memory_limit is not None:
-        # a captured program's buffers (its copied inputs, its packed outputs, its own pool)
-        # are not counted by the limit's plan
-        return "memory_limit= counts no captured program's fixed buffers"
     return None
+
+
+# explain's line for a run's own program under memory_limit= (BUDGET above)
+LIMITED = "memory_limit= captures slice programs only, each within its share of the limit"
 
 
 @contextlib.contextmanager
@@ -89,6 +97,16 @@ def graphs_mode(on: bool) -> Iterator[None]:
         yield
     finally:
         CUDA_GRAPHS.reset(token)
+
+
+@contextlib.contextmanager
+def capture_budget(nbytes: int | None) -> Iterator[None]:
+    """``BUDGET`` for the runs inside the block."""
+    token = BUDGET.set(nbytes)
+    try:
+        yield
+    finally:
+        BUDGET.reset(token)
 
 
 @dataclass(frozen=True)
@@ -157,7 +175,8 @@ def explain_segments(graph: Any, options: Any) -> list[str] | None:
     if off is not None:
         return [f"not captured: {off}"]
     order = graph.schedule
-    lines = describe(plan_segments(order, {}), order)
+    limited = options.memory_limit is not None
+    lines = [f"not captured: {LIMITED}"] if limited else describe(plan_segments(order, {}), order)
     from tenloom.runtime.sliced import _inner_of
 
     for node in order:
@@ -165,15 +184,20 @@ def explain_segments(graph: Any, options: Any) -> list[str] | None:
             inner = _inner_of(node)[0].schedule
             lines += ["each slice's program:"]
             lines += ["  " + x for x in describe(plan_segments(inner, {}), inner)]
+            if limited:
+                lines += ["  (captured only where its pool fits its share of memory_limit=)"]
     return lines
 
 
 __all__ = [
     "explain_segments",
     "CAPTURE_AFTER",
+    "BUDGET",
     "CUDA_GRAPHS",
+    "LIMITED",
     "Segment",
     "UNCAPTURABLE",
+    "capture_budget",
     "describe",
     "graphs_mode",
     "plan_segments",

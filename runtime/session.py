@@ -38,7 +38,7 @@ from tenloom.passes.contraction_order import COMPILE_EFFORT
 from tenloom.passes.options import NO_OPTIONS, Options
 from tenloom.passes.prereduce import still_frozen
 from tenloom.runtime.backends import get_backend
-from tenloom.runtime.capture import graphs_mode, run_off_reason  # issue 23
+from tenloom.runtime.capture import capture_budget, graphs_mode, run_off_reason  # issue 23
 from tenloom.runtime.options import parse_device_name, parse_options
 from tenloom.runtime.precision import check_devices, precision_mode  # precision=
 
@@ -438,6 +438,7 @@ def run_context(o: Options, names: Sequence[str], threads: int) -> Iterator[None
         no_pooling(limit is not None),
         tuning_cache(o.cache_dir),  # issue 22: where kernels keep timed copy plans
         graphs_mode(run_off_reason(o, threads) is None),  # issue 23: capture unless ruled out
+        capture_budget(None if limit is None else 0),  # under a limit: slice programs only
     ):
         yield
 

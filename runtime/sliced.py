@@ -45,7 +45,7 @@ from tenloom.graph.ops.sliced import (
     slice_peak_bytes,
     slice_values,
 )
-from tenloom.runtime.capture import CUDA_GRAPHS
+from tenloom.runtime.capture import CUDA_GRAPHS, capture_budget
 from tenloom.runtime.determinism import DETERMINISTIC, THREADS
 from tenloom.runtime.program import program_for
 from tenloom.runtime.program import run as run_program
@@ -334,6 +334,18 @@ def concurrency(node: Node, limit: int | None, wanted: int, hoisted: int = 0) ->
     return max(1, min(wanted, 1 + room // max(per + node.nbytes, 1)))
 
 
+def slice_budget(node: Node, limit: int | None, workers: int = 1, hoisted: int = 0):
+    """The bytes each of ``workers`` slice programs running at once on one device may hold
+    captured (runtime/capture.py ``BUDGET``; None: no limit): the limit less what slicing
+    cannot shrink (each worker's accumulator, operands computed in the graph, ``hoisted``
+    values), shared out. The slicing plan keeps one slice's predicted peak within it; a
+    capture adds its copied inputs and packed outputs, and is made only where they fit too."""
+    if limit is None:
+        return None
+    beside = sum(x.nbytes for x in node.inputs if x.op not in (Op.CONST, Op.PLACEHOLDER))
+    return max(0, (limit - beside - hoisted - workers * node.nbytes) // max(workers, 1))
+
+
 def sliced_kernel(node: Node, backend: Any):
     """The kernel of a SLICED node on ``backend``."""
 
@@ -354,7 +366,8 @@ def sliced_kernel(node: Node, backend: Any):
         workers = [
             _Worker(node, backend, list(xs), graph, leaves, w > 1, hoisted) for _ in range(w)
         ]
-        _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
+        with capture_budget(slice_budget(node, ctx.memory_limit, w, extra)):
+            _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
         _record(workers, [backend.kind] * w)
         return _combine(node, [w.acc for w in workers])
 
@@ -369,7 +382,9 @@ def _run_devices(node: Node, ctx: SliceContext, backend: Any, xs, graph, leaves)
     for be in ctx.devices:
         arrays = [be.from_host(h) for h in host]
         workers.append(_Worker(node, be, arrays, graph, leaves))
-    _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
+    # each device holds its own accumulator and runs one slice at a time
+    with capture_budget(slice_budget(node, ctx.memory_limit)):
+        _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
     _record(workers, [w.backend.kind for w in workers])
     total = _combine(node, [np.array(w.backend.to_host(w.acc)) for w in workers])
     return backend.from_host(total)
@@ -388,15 +403,17 @@ def run_chunk(
     delay: float,
     det: bool,
     graphs: bool,
+    budget: int | None,
     *arrays,
 ):
     """A Dask task: slices ``start..stop-1`` on this worker's device; returns the partial sum
     as a host array. ``det``: the caller's ``deterministic=`` (kernels read it); ``graphs``:
-    whether the caller's run may capture CUDA graphs (runtime/capture.py). (Module-level so
-    that workers import it by name.)"""
+    whether the caller's run may capture CUDA graphs, ``budget`` the bytes a captured slice
+    program may hold (runtime/capture.py). (Module-level so that workers import it by
+    name.)"""
     from tenloom.runtime.capture import graphs_mode
 
-    with graphs_mode(graphs):
+    with graphs_mode(graphs), capture_budget(budget):
         return _run_chunk(attrs, shapes, dtypes, device, start, stop, delay, det, *arrays)
 
 
@@ -465,6 +482,7 @@ def _run_dask(node: Node, ctx: SliceContext, host: list):
             testing.slice_delay,
             DETERMINISTIC.get(),
             CUDA_GRAPHS.get(),
+            slice_budget(node, ctx.memory_limit),
             *data,
             pure=False,
             retries=2,

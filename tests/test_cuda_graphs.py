@@ -9,6 +9,7 @@ import pytest
 from tenloom.graph.errors import GraphFormatError, OptionTypeError
 from tenloom.graph.ops import Op
 from tenloom.runtime.capture import (
+    BUDGET,
     CUDA_GRAPHS,
     describe,
     graphs_mode,
@@ -84,14 +85,19 @@ def test_runs_that_go_step_by_step_whatever_their_program():
         "precision='tf32'": (Options(precision="tf32"), 1),
         "threads>1": (Options(), 2),
         "deterministic=True": (Options(deterministic=True), 1),
-        "memory_limit=": (Options(memory_limit=1 << 20), 1),
     }
     for what, (o, threads) in cases.items():
         assert what in run_off_reason(o, threads)
     with run_context(Options(deterministic=True), ["cpu"], 1):
         assert CUDA_GRAPHS.get() is False
     with run_context(Options(), ["cpu"], 1):
-        assert CUDA_GRAPHS.get() is True
+        assert CUDA_GRAPHS.get() is True and BUDGET.get() is None
+    # a memory limit captures slice programs only (runtime/sliced.py gives each its budget):
+    # the run's own programs get none
+    assert run_off_reason(Options(memory_limit=1 << 20), 1) is None
+    with run_context(Options(memory_limit=1 << 20), ["cpu"], 1):
+        assert CUDA_GRAPHS.get() is True and BUDGET.get() == 0
+    assert BUDGET.get() is None
 
 
 def test_run_context_sets_the_setting_and_restores_it():
@@ -396,25 +402,80 @@ def test_explain_lists_the_lattice_value_and_grad_segments():
     assert "CUDA graphs" in str(report)
 
 
+def _peak_bytes_hook(pool):
+    """A CuPy memory hook (thread-local: the runs must stay on this thread) keeping the peak,
+    over every allocation from any pool, of the bytes ``pool`` (the default allocator's, for
+    the run) has handed out plus what every captured program's own pool holds."""
+    import cupy as cp
+    from tenloom.runtime.backends.cuda_graphs import captured_bytes
+
+    class Peak(cp.cuda.MemoryHook):
+        name = "tenloom_test_peak"
+
+        def __init__(self):
+            self.base = captured_bytes()  # pools of programs captured by earlier tests
+            self.peak = 0
+
+        def malloc_postprocess(self, **kw):
+            now = pool.used_bytes() + captured_bytes() - self.base
+            self.peak = max(self.peak, now)
+
+    return Peak()
+
+
 @cuda
-def test_a_memory_limit_run_captures_nothing_and_matches():
-    """Captured programs hold buffers the limit's plan does not count (their copied inputs,
-    packed outputs and own pools: two slice programs' pools came to 227 kB under a 200 kB
-    limit), so a run under memory_limit goes step by step."""
+def test_a_memory_limit_run_captures_its_slices_within_the_limit():
+    """Under memory_limit= each slice program is captured where its pool (its copied inputs,
+    packed outputs and intermediates) fits the slice's share of the limit (runtime/sliced.py
+    ``slice_budget``), and the device memory the runs take stays within the limit beside the
+    operands: measured at every allocation, tenloom's live arrays plus every captured pool."""
     import cupy as cp
     from tenloom.runtime.sliced import LAST_RUN
 
-    value, _ = _lattice(5, 6, "float64", seed=4)
+    # the device's replay stream and cuBLAS workspace (made once per process, as cuBLAS's
+    # own) exist before the measured runs
+    warm, _ = _lattice(3, 2, "float64", seed=5)
+    for _ in range(3):
+        warm.evaluate(device="cuda:0")
+    value, ts = _lattice(5, 6, "float64", seed=4)
+    operands = sum(int(np.prod(t.shape)) * 8 for t in ts)
     limit = 200_000
-    want = value.evaluate(device="cuda:0", optimize="greedy", memory_limit=limit, cuda_graphs=False)
+    want = value.evaluate(optimize="greedy")
+    mine = cp.cuda.MemoryPool()
+    hook = _peak_bytes_hook(mine)
+    before = _counters()
+    cp.cuda.set_allocator(mine.malloc)
+    try:
+        with hook:
+            for _ in range(3):
+                got = value.evaluate(device="cuda:0", optimize="greedy", memory_limit=limit)
+                np.testing.assert_allclose(got, want, rtol=1e-10)
+    finally:
+        cp.cuda.set_allocator(cp.get_default_memory_pool().malloc)
+    after = _counters()
+    n = LAST_RUN.slices[0]
+    assert n > 2
+    # slice 1 of the first run is captured, every later slice replays
+    assert after["captures"] - before["captures"] == 1, (before, after)
+    assert after["replays"] - before["replays"] == 3 * n - 2
+    assert after["over_budget"] == before["over_budget"]
+    assert 0 < hook.peak <= limit + operands, (hook.peak, limit, operands)
+    report = tl.explain(value, device="cuda:0", optimize="greedy", memory_limit=limit)
+    assert report.cuda_graphs[0].startswith("not captured: memory_limit= captures slice programs")
+    assert report.cuda_graphs[1] == "each slice's program:"
+    assert report.cuda_graphs[2].startswith("  captured graph:")
+    cp.cuda.Device().synchronize()
+
+
+@cuda
+def test_a_slice_program_over_its_share_of_the_limit_runs_step_by_step():
+    """A slice program whose capture would not fit its share of the limit (here its copied
+    inputs and packed outputs push the 6x6 lattice's slices over 2 MB) is never captured, and
+    the runs still match."""
+    value, _ = _lattice(6, 6, "float64", seed=7)
+    want = value.evaluate(optimize="greedy")
     before = _counters()
     for _ in range(3):
-        got = value.evaluate(device="cuda:0", optimize="greedy", memory_limit=limit)
+        got = value.evaluate(device="cuda:0", optimize="greedy", memory_limit=2_000_000)
         np.testing.assert_allclose(got, want, rtol=1e-10)
-    assert LAST_RUN.slices[0] > 2
     assert _counters() == before
-    report = tl.explain(value, device="cuda:0", optimize="greedy", memory_limit=limit)
-    assert report.cuda_graphs == [
-        "not captured: memory_limit= counts no captured program's fixed buffers"
-    ]
-    cp.cuda.Device().synchronize()

@@ -315,23 +315,27 @@ def test_dask_slice_tasks_run_under_the_callers_deterministic_flag(monkeypatch):
     g = ev.optimize_graph(ev.build_graph((y,)), {"optimize": "greedy", "memory_limit": "20 KB"})
     node = next(n for n in g.order if n.op is Op.SLICED)
     host = [n.attrs[0].value for n in node.inputs]
-    from tenloom.runtime.capture import CUDA_GRAPHS
+    from tenloom.runtime.capture import BUDGET, CUDA_GRAPHS
 
     seen = []
     run = sliced._Worker.run
     monkeypatch.setattr(
         sliced._Worker,
         "run",
-        lambda w, k: (seen.append((DETERMINISTIC.get(), CUDA_GRAPHS.get())), run(w, k)),
+        lambda w, k: (
+            seen.append((DETERMINISTIC.get(), CUDA_GRAPHS.get(), BUDGET.get())),
+            run(w, k),
+        ),
     )
     shapes = tuple(x.shape for x in node.inputs)
     dtypes = tuple(x.dtype.str for x in node.inputs)
-    for det, graphs in ((True, False), (False, True), (False, False)):
+    for det, graphs, budget in ((True, False, None), (False, True, 12345), (False, False, 0)):
         seen.clear()
-        sliced.run_chunk(node.attrs, shapes, dtypes, "cpu", 0, 2, 0.0, det, graphs, *host)
-        assert seen == [(det, graphs), (det, graphs)]
-    # and the task leaves both as it found them
-    assert DETERMINISTIC.get() is False and CUDA_GRAPHS.get() is True
+        args = (node.attrs, shapes, dtypes, "cpu", 0, 2, 0.0, det, graphs, budget)
+        sliced.run_chunk(*args, *host)
+        assert seen == [(det, graphs, budget)] * 2
+    # and the task leaves all three as it found them
+    assert DETERMINISTIC.get() is False and CUDA_GRAPHS.get() is True and BUDGET.get() is None
 
 
 def test_slicing_a_start_stops_once_it_is_as_dear_as_the_best_found():

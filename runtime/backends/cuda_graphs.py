@@ -46,8 +46,9 @@ from tenloom.passes.caches import counter
 from tenloom.runtime import capture
 from tenloom.runtime.program import failure
 
-# programs captured (each try counted), captures refused at a step, replays (tests read them)
-COUNTERS = counter("runtime.cuda_graphs", captures=0, refused=0, replays=0)
+# programs captured (each try counted), captures refused at a step, replays, captures let go
+# for holding more than their budget (tests read them)
+COUNTERS = counter("runtime.cuda_graphs", captures=0, refused=0, replays=0, over_budget=0)
 WORKSPACE_BYTES = 32 << 20  # cuBLAS's recommendation for Hopper
 _ALIGN = 256
 
@@ -308,6 +309,47 @@ class Captured:
             (f"output slot {o} is a constant of the plan" for o in self.outputs if o not in made),
             None,
         )
+
+    def footprint(self) -> int:
+        """The bytes a capture of this program is predicted to hold (runtime/capture.py
+        ``BUDGET``): the inputs copied in, the packed outputs and the copy a call returns, the
+        copy table, and the peak of its intermediates, with room at each step for a result
+        and contiguous copies of every operand (as graph/ops/sliced.py ``slice_peak_bytes``
+        predicts a slice's), rounded as the pool rounds."""
+        size = {st.out: _aligned(st.node.nbytes) for st in self.steps}
+        leaves = {st.out for st in self.steps if st.kernel is None}
+        outs = sum(size.get(o, 0) for o in self.outputs)
+        live = peak = 0
+        for st in self.steps:
+            if st.kernel is None:
+                continue
+            new = size[st.out]
+            peak = max(peak, live + 2 * new + sum(size.get(i, 0) for i in st.inputs))
+            live += new
+            for f in st.free:
+                if f in size and f not in leaves and f not in self.outputs:
+                    live -= size[f]
+        table = _aligned(max(len(leaves), 1) * _ROW * 8)
+        return sum(size[k] for k in leaves) + 2 * outs + table + peak
+
+    def held_bytes(self) -> int:
+        """What this capture holds now: its pool and the copy of its outputs a call returns."""
+        pool = getattr(self, "pool", None)
+        if pool is None:
+            return 0
+        return pool.total_bytes() + sum(_aligned(nb) for _o, nb, _dt, _s in self.out_views)
+
+    def release(self, why: str) -> None:
+        """Give the capture's memory back (its graphs are never launched again): the program
+        runs step by step from now on, ``why`` said by ``unsupported``."""
+        self.dev.stream.synchronize()
+        self.graphs, self.held, self.pack_graph = [], None, None
+        self.in_dev = self.out_buf = self.table_dev = None
+        self.in_views, self.fixed_bufs = [], {}
+        self.ready = False
+        self.unsupported = why
+        pool, self.pool = self.pool, None
+        pool.free_all_blocks()
 
     @property
     def worthwhile(self) -> bool:
@@ -594,7 +636,8 @@ def replay(backend: Any, prog: Any, feed: dict, upload: bool, device: str | None
     """The outputs of ``prog``'s run, replayed from its CUDA graphs, or None where this run goes
     step by step (cuda_graphs=False, a lowered precision, ROCm, the program's first runs, a
     program with nothing to capture, or another thread replaying it now)."""
-    if not capture.CUDA_GRAPHS.get() or cp.cuda.runtime.is_hip:
+    budget = capture.BUDGET.get()
+    if not capture.CUDA_GRAPHS.get() or budget == 0 or cp.cuda.runtime.is_hip:
         return None
     from tenloom.runtime.precision import PRECISION
 
@@ -625,7 +668,14 @@ def replay(backend: Any, prog: Any, feed: dict, upload: bool, device: str | None
     try:
         st.dev = dev
         if not st.ready:
-            return _first_capture(st, feed, upload, device)
+            if budget is not None and st.footprint() > budget:
+                return None  # step by step under this limit (a larger one may capture it)
+            return _first_capture(st, feed, upload, device, budget)
+        if budget is not None and st.held_bytes() > budget:
+            # captured under a larger budget (or none): its pool would overrun this one
+            st.release(f"its capture held {st.held_bytes()} bytes, more than a budget of {budget}")
+            st.unsupported = None  # a later run may capture it again, within its budget
+            return None
         return st.call(feed, upload, device)
     finally:
         dev.lock.release()
@@ -650,13 +700,23 @@ def _room_to_capture(st: Captured) -> bool:
     return free >= need
 
 
-def _first_capture(st: Captured, feed: dict, upload: bool, device: str | None):
+def _first_capture(
+    st: Captured, feed: dict, upload: bool, device: str | None, budget: int | None = None
+):
     """Capture (retrying without each step whose capture fails), then this run's outputs;
     None (step by step, for good) where the device has no room for it or runs out of memory
-    during it."""
+    during it. ``budget`` (bytes, runtime/capture.py ``BUDGET``): a capture whose pool came
+    out larger than predicted and than the budget is let go at once, and its program runs
+    step by step."""
     if not _room_to_capture(st):
         st.unsupported = "too little free device memory to capture it safely"
         return None
+    if budget is not None:
+        # under a memory limit the device's memory is what is limited: the blocks CuPy's
+        # default pool still caches from the step-by-step runs go back before the capture's
+        # own pool takes its share
+        with st.backend.device:
+            cp.get_default_memory_pool().free_all_blocks()
     for _ in range(len(st.steps) + 1):
         st.kernels = {
             k: (contract_kernel(s.node, st.dev) if s.node.op is Op.CONTRACT else None) or s.kernel
@@ -664,7 +724,11 @@ def _first_capture(st: Captured, feed: dict, upload: bool, device: str | None):
             if s.kernel is not None
         }
         try:
-            return st.call(feed, upload, device)
+            outs = st.call(feed, upload, device)
+            if budget is not None and st.held_bytes() > budget:
+                COUNTERS["over_budget"] += 1
+                st.release(f"its capture held {st.held_bytes()} bytes, over a budget of {budget}")
+            return outs
         except _Refused as r:
             COUNTERS["refused"] += 1
             st.ready = False
