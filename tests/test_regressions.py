@@ -101,3 +101,45 @@ def test_maximum_keeps_the_sign_of_zero_through_the_pipeline():
     a, b = tl.asarray(np.array([-0.0])), tl.asarray(np.array([0.0]))
     y = tl.maximum(a, b) + tl.maximum(b, a) * 0
     np.testing.assert_array_equal(np.signbit(y.evaluate()), np.signbit(y.evaluate(passes=())))
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_a_long_chain_of_maximum_fuses_without_running_out_of_memory(op):
+    """numexpr's maximum spells its first operand 4 times, so a chain of n steps is an
+    expression 4^n characters long: the fusion pass measured it by writing it out, and 16
+    steps ran out of memory (found by a test of cse's operand order)."""
+    x = np.linspace(-1.0, 1.0, 11)
+    y, want = tl.asarray(x), x
+    for k in range(40):
+        y = getattr(tl, op)(y * 0.9, 0.1 * (-1) ** k)
+        want = getattr(np, op)(want * 0.9, 0.1 * (-1) ** k)
+    np.testing.assert_array_equal(y.evaluate(device="cpu"), want)
+
+
+def test_the_expression_size_is_the_length_of_the_expression():
+    from tenloom.graph.ops import Op
+    from tenloom.passes import run_pipeline
+    from tenloom.runtime.codegen.numexpr import expression, expression_size
+    from tenloom.runtime.evaluate import build_graph
+
+    rng = np.random.default_rng(0)
+    steps = [
+        lambda a, b: a * a,
+        lambda a, b: tl.maximum(a, b),
+        lambda a, b: tl.minimum(a, 0.5),
+        lambda a, b: a * b + 1,
+        lambda a, b: tl.where(a > 0, a, b),
+        lambda a, b: tl.exp(a) - a,
+    ]
+    seen = 0
+    for _ in range(60):
+        x, y = (tl.asarray(rng.standard_normal(5)) for _ in range(2))
+        z = x
+        for f in rng.integers(0, len(steps), size=rng.integers(1, 6)):
+            z = steps[f](z, y)
+        g, _ = run_pipeline(build_graph((z,)), None, {})
+        for node in g.order:
+            if node.op is Op.FUSED:
+                seen += 1
+                assert expression_size(node.attrs[0]) == len(expression(node.attrs[0]))
+    assert seen > 30

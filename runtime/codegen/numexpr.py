@@ -15,6 +15,9 @@ special values.
 
 from __future__ import annotations
 
+import functools
+import string
+
 import numpy as np
 from tenloom.graph.ops import Op
 
@@ -89,6 +92,28 @@ def expression(program: tuple) -> str:
     return exprs[-1]
 
 
+@functools.lru_cache(maxsize=None)
+def _template_size(op: Op) -> tuple[int, tuple[int, ...]]:
+    """A template's own characters, and how many times it spells each operand."""
+    own, uses = 0, [0, 0, 0]
+    for literal, field, _spec, _conv in string.Formatter().parse(TEMPLATES[op]):
+        own += len(literal)
+        if field is not None:
+            uses[int(field)] += 1
+    return own, tuple(uses)
+
+
 def expression_size(program: tuple) -> int:
-    """Characters of the program's expression (the ``source_size`` of the fusion limits)."""
-    return len(expression(program))
+    """Characters of the program's expression (the ``source_size`` of the fusion limits),
+    counted without writing it: an expression is a tree, so a value read twice is spelt twice,
+    and a chain of n ``maximum`` steps (each spells its first operand 4 times) is 4^n
+    characters long. Writing it out to measure it ran out of memory at 16 steps."""
+    sizes: list[int] = []
+    for op, _attrs, args in program:
+        parts = [len(f"in{i}") if kind == "in" else sizes[i] for kind, i in args]
+        if op is Op.MUL and args[0] == args[1] and args[0][0] == "step":
+            sizes.append(parts[0] + 7)  # "({0} ** 2)", as expression() writes it
+        else:
+            own, uses = _template_size(op)
+            sizes.append(own + sum(n * p for n, p in zip(uses, parts)))
+    return sizes[-1]
