@@ -5,13 +5,22 @@ operands of commutative elementwise ops in one order, so that ``a + b`` and ``b 
 ``a * b`` / ``b * a``, ``==``, ...) become one node:
 
     op(b, a) -> op(a, b)   for op in {add, mul, eq, ne, and, or, xor}
-                           when a's structural fingerprint is smaller than b's
+                           when a's fingerprint is smaller than b's
 
 The fingerprint hashes a node's op, attributes and its inputs' fingerprints (sorted for the
 commutative ops), so it does not depend on operand order and the pass is idempotent. It is a
-stable digest (constants by content, not identity; no per-process string hashing), so the same
-graph gets the same operand order in every process and after ``tl.save``/``tl.load``: complex
-products and NaN propagation are not bitwise symmetric, so the order must not vary.
+stable digest (no identity, no per-process string hashing), so the same graph gets the same
+operand order in every process and after ``tl.save``/``tl.load``: complex products and NaN
+propagation are not bitwise symmetric, so the order must not vary.
+
+It is two digests, compared in turn: the **structure** (ops, shapes, dtypes, attributes, but
+not the values of constants and fills), then the **content** (those values too). Structure
+first, so that the order does not change with the values: ``y * dt + c`` with a new ``dt``
+every step of an eager loop keeps one operand order, one fused program and so one compiled
+device kernel (ordered by content, each value gave the region's inputs another order and
+another kernel). Content breaks the ties between operands of one structure (two constant
+arrays of one shape), which keeps ``a + b`` and ``b + a`` one node; swapping such a pair
+leaves a fused program as it was.
 
 IEEE addition and multiplication are commutative, so results are bitwise unchanged.
 
@@ -55,6 +64,13 @@ def _plain(x):
     return x
 
 
+def _structure_key(node: Node) -> int:
+    """The attributes' digest with the values of constants and fills left out."""
+    if node.op in (Op.CONST, Op.FULL):  # shape and dtype are in the fingerprint already
+        return 0
+    return _attrs_key(node, {})
+
+
 def _attrs_key(node: Node, consts: dict[int, int]) -> int:
     if node.op is Op.CONST:  # by content (a sample of it for big ones), not identity
         key = consts.get(id(node))
@@ -78,7 +94,7 @@ def _attrs_key(node: Node, consts: dict[int, int]) -> int:
 @register_pass("cse")
 def cse(graph: Graph, ctx: PassContext) -> Graph:
     """Order commutative operands canonically so mirrored expressions share one node."""
-    fp: dict[int, int] = {}
+    fp: dict[int, tuple[int, int]] = {}  # node -> (structure, content) digests
     consts: dict[int, int] = {}
     swapped = 0
     before = len(graph.order)
@@ -92,9 +108,11 @@ def cse(graph: Graph, ctx: PassContext) -> Graph:
                 node = make_node(node.op, (b, a), node.attrs)
                 swapped += 1
             kids.sort()
-        # a tuple of ints hashes the same in every process (unlike strings)
-        key = _attrs_key(node, consts)
-        fp[id(node)] = hash((node.op.code, node.shape, node.dtype.num, key, *kids))
+        # tuples of ints hash the same in every process (unlike strings)
+        head = (node.op.code, node.shape, node.dtype.num)
+        structure = hash((*head, _structure_key(node), *(k[0] for k in kids)))
+        content = hash((*head, _attrs_key(node, consts), *(k[1] for k in kids)))
+        fp[id(node)] = (structure, content)
         return node
 
     # the fingerprints only order commutative operands: a graph without such ops (a network of

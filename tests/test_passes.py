@@ -290,6 +290,25 @@ def test_cse_merges_mirrored_commutative_expressions():
     np.testing.assert_allclose(y.evaluate(), np.exp(a.evaluate() + b.evaluate()) ** 2)
 
 
+def test_cse_operand_order_does_not_change_with_the_values():
+    """An eager loop whose scalar (or constant array) changes every step keeps one operand
+    order, so one fused program: ordered by the values, each step gave the region's inputs
+    another order, and a CUDA backend compiled a kernel per step (found on an H100)."""
+
+    def step(k):
+        y = tl.asarray(np.linspace(-3.0, 3.0, 50) + k)
+        for _ in range(20):
+            y = y * (0.5 + 0.001 * k) + 0.25
+            y = tl.maximum(y, 0.1) - 0.3 * k
+        return y + tl.asarray(np.full(50, float(k)))
+
+    programs = set()
+    for k in range(1, 9):  # (k = 0 would simplify y - 0.0 away)
+        g = optimized(step(k))
+        programs.add(tuple(n.attrs[0] for n in g.order if n.op is Op.FUSED))
+    assert len(programs) == 1
+
+
 # ---- properties: every pass preserves values and is idempotent -------------------------------
 
 N = 3
