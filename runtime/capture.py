@@ -85,6 +85,18 @@ def run_off_reason(options: Any, threads: int) -> str | None:
     return None
 
 
+# the device modules' "let go of every capture not in use" (runtime/backends/cuda_graphs.py
+# registers its own on import): a run under memory_limit= starts with no capture held, and a
+# sliced network's slice programs let theirs go when it has run
+RELEASERS: list = []
+
+
+def release_captures() -> None:
+    """Let go of every capture not in use now, on every device module loaded."""
+    for release in RELEASERS:
+        release()
+
+
 # explain's line for a run's own program under memory_limit= (BUDGET above)
 LIMITED = "memory_limit= captures slice programs only, each within its share of the limit"
 
@@ -195,12 +207,14 @@ __all__ = [
     "BUDGET",
     "CUDA_GRAPHS",
     "LIMITED",
+    "RELEASERS",
     "Segment",
     "UNCAPTURABLE",
     "capture_budget",
     "describe",
     "graphs_mode",
     "plan_segments",
+    "release_captures",
     "run_off_reason",
     "why_not",
 ]

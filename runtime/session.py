@@ -393,13 +393,16 @@ def optimize_tensors(tensors: Sequence[Any], opts: Any, caller: str) -> tuple[Gr
 @contextlib.contextmanager
 def no_pooling(on: bool) -> Iterator[None]:
     """Under a memory limit, runs keep no freed buffers for reuse, and what earlier runs kept is
-    let go first, so that it does not count against the limit (runtime/buffers.py)."""
+    let go first, so that it does not count against the limit (runtime/buffers.py; the pools
+    of captured programs, runtime/capture.py)."""
     if not on:
         yield
         return
     from tenloom.runtime.buffers import POOLING, clear_pools
+    from tenloom.runtime.capture import release_captures
 
     clear_pools()
+    release_captures()  # issue 23: captured programs' pools too
     token = POOLING.set(False)
     try:
         yield

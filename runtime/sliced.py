@@ -45,7 +45,8 @@ from tenloom.graph.ops.sliced import (
     slice_peak_bytes,
     slice_values,
 )
-from tenloom.runtime.capture import CUDA_GRAPHS, capture_budget
+from tenloom.runtime.capture import BUDGET as CAPTURE_BUDGET
+from tenloom.runtime.capture import CUDA_GRAPHS, capture_budget, release_captures
 from tenloom.runtime.determinism import DETERMINISTIC, THREADS
 from tenloom.runtime.program import program_for
 from tenloom.runtime.program import run as run_program
@@ -346,6 +347,19 @@ def slice_budget(node: Node, limit: int | None, workers: int = 1, hoisted: int =
     return max(0, (limit - beside - hoisted - workers * node.nbytes) // max(workers, 1))
 
 
+@contextlib.contextmanager
+def _limited_captures(budget: int | None):
+    """The slices' runs with ``budget`` (``slice_budget``); under a limit the slice programs'
+    captures are let go when the slices have run, so no pool outlives its network (a later
+    step, or another sliced network, has the limit to itself)."""
+    with capture_budget(budget):
+        try:
+            yield
+        finally:
+            if budget is not None:
+                release_captures()
+
+
 def sliced_kernel(node: Node, backend: Any):
     """The kernel of a SLICED node on ``backend``."""
 
@@ -366,7 +380,7 @@ def sliced_kernel(node: Node, backend: Any):
         workers = [
             _Worker(node, backend, list(xs), graph, leaves, w > 1, hoisted) for _ in range(w)
         ]
-        with capture_budget(slice_budget(node, ctx.memory_limit, w, extra)):
+        with _limited_captures(slice_budget(node, ctx.memory_limit, w, extra)):
             _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
         _record(workers, [backend.kind] * w)
         return _combine(node, [w.acc for w in workers])
@@ -383,7 +397,7 @@ def _run_devices(node: Node, ctx: SliceContext, backend: Any, xs, graph, leaves)
         arrays = [be.from_host(h) for h in host]
         workers.append(_Worker(node, be, arrays, graph, leaves))
     # each device holds its own accumulator and runs one slice at a time
-    with capture_budget(slice_budget(node, ctx.memory_limit)):
+    with _limited_captures(slice_budget(node, ctx.memory_limit)):
         _deal(n_slices(node.attrs), workers, lambda worker: worker.backend.synchronize())
     _record(workers, [w.backend.kind for w in workers])
     total = _combine(node, [np.array(w.backend.to_host(w.acc)) for w in workers])
@@ -434,10 +448,11 @@ def _run_chunk(
     worker = _Worker(node, backend, [backend.from_host(a) for a in arrays], graph, leaves)
     token = DETERMINISTIC.set(det)
     try:
-        for k in range(start, stop):
-            if delay:
-                time.sleep(delay)  # test hook: keeps tasks in flight long enough to kill a worker
-            worker.run(k)
+        with _limited_captures(CAPTURE_BUDGET.get()):
+            for k in range(start, stop):
+                if delay:
+                    time.sleep(delay)  # test hook: keeps tasks in flight to kill a worker
+                worker.run(k)
     finally:
         DETERMINISTIC.reset(token)
     return np.asarray(backend.to_host(worker.acc))

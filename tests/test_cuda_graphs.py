@@ -413,12 +413,10 @@ def _peak_bytes_hook(pool):
         name = "tenloom_test_peak"
 
         def __init__(self):
-            self.base = captured_bytes()  # pools of programs captured by earlier tests
             self.peak = 0
 
         def malloc_postprocess(self, **kw):
-            now = pool.used_bytes() + captured_bytes() - self.base
-            self.peak = max(self.peak, now)
+            self.peak = max(self.peak, pool.used_bytes() + captured_bytes())
 
     return Peak()
 
@@ -428,8 +426,11 @@ def test_a_memory_limit_run_captures_its_slices_within_the_limit():
     """Under memory_limit= each slice program is captured where its pool (its copied inputs,
     packed outputs and intermediates) fits the slice's share of the limit (runtime/sliced.py
     ``slice_budget``), and the device memory the runs take stays within the limit beside the
-    operands: measured at every allocation, tenloom's live arrays plus every captured pool."""
+    operands: measured at every allocation, tenloom's live arrays plus every captured pool.
+    A run under a limit starts with no capture held, and a sliced network's slice programs
+    let theirs go when it has run: two sliced networks in one graph never hold two pools."""
     import cupy as cp
+    from tenloom.runtime.backends.cuda_graphs import captured_bytes
     from tenloom.runtime.sliced import LAST_RUN
 
     # the device's replay stream and cuBLAS workspace (made once per process, as cuBLAS's
@@ -437,10 +438,14 @@ def test_a_memory_limit_run_captures_its_slices_within_the_limit():
     warm, _ = _lattice(3, 2, "float64", seed=5)
     for _ in range(3):
         warm.evaluate(device="cuda:0")
+    assert captured_bytes() > 0  # (the warm-up's program, captured without a limit)
     value, ts = _lattice(5, 6, "float64", seed=4)
-    operands = sum(int(np.prod(t.shape)) * 8 for t in ts)
+    other, ts2 = _lattice(5, 7, "float32", seed=9)
+    operands = sum(int(np.prod(t.shape)) * t.dtype.itemsize for t in ts + ts2)
     limit = 200_000
     want = value.evaluate(optimize="greedy")
+    both = value + other
+    want_both = both.evaluate(optimize="greedy")
     mine = cp.cuda.MemoryPool()
     hook = _peak_bytes_hook(mine)
     before = _counters()
@@ -450,15 +455,21 @@ def test_a_memory_limit_run_captures_its_slices_within_the_limit():
             for _ in range(3):
                 got = value.evaluate(device="cuda:0", optimize="greedy", memory_limit=limit)
                 np.testing.assert_allclose(got, want, rtol=1e-10)
+            n = LAST_RUN.slices[0]
+            mid = _counters()
+            got = both.evaluate(device="cuda:0", optimize="greedy", memory_limit=limit)
+            np.testing.assert_allclose(got, want_both, rtol=1e-5)
     finally:
         cp.cuda.set_allocator(cp.get_default_memory_pool().malloc)
     after = _counters()
-    n = LAST_RUN.slices[0]
     assert n > 2
-    # slice 1 of the first run is captured, every later slice replays
-    assert after["captures"] - before["captures"] == 1, (before, after)
-    assert after["replays"] - before["replays"] == 3 * n - 2
+    # the first run captures slice 1 and replays the rest; each later run captures its first
+    # slice again (the last run let its capture go) and replays the rest
+    assert mid["captures"] - before["captures"] == 3, (before, mid)
+    assert mid["replays"] - before["replays"] == (n - 2) + 2 * (n - 1)
+    assert after["captures"] - mid["captures"] == 2  # both networks' slice programs
     assert after["over_budget"] == before["over_budget"]
+    assert captured_bytes() == 0  # nothing outlives the runs under the limit
     assert 0 < hook.peak <= limit + operands, (hook.peak, limit, operands)
     report = tl.explain(value, device="cuda:0", optimize="greedy", memory_limit=limit)
     assert report.cuda_graphs[0].startswith("not captured: memory_limit= captures slice programs")

@@ -39,7 +39,7 @@ from typing import Any
 import cupy as cp
 import numpy as np
 from tenloom.graph.errors import TenloomError
-from tenloom.graph.ops import Op
+from tenloom.graph.ops import OPS, Op, OpKind
 from tenloom.graph.ops.contract import contract_layout, gemm_operands
 from tenloom.graph.ops.leaf import is_frozen
 from tenloom.passes.caches import counter
@@ -288,6 +288,13 @@ def _aligned(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
 
 
+_POOL_UNIT = 512  # CuPy's MemoryPool rounds every allocation up to this
+
+
+def _pooled(n: int) -> int:
+    return -(-n // _POOL_UNIT) * _POOL_UNIT
+
+
 class Captured:
     """One program's capture: the segments, their graphs, the buffers fixed at capture."""
 
@@ -302,6 +309,11 @@ class Captured:
         self.segments = capture.plan_segments([s.node for s in self.steps], self.refused)
         self.ready = False
         self.done = None  # event: the caller's copy of the last outputs
+        self._footprint: int | None = None
+        self.budget: int | None = None  # the bytes its capture may hold (None: no bound)
+        # bytes a capture of it was seen to need (over a budget, or short of memory under
+        # one): no budget below that captures it again
+        self.needs = 0
         # why this program is never captured (None: it may be): an output that no step makes
         # (a plan's frozen constant returned as it is) has no place in the packed outputs
         made = {st.out for st in self.steps}
@@ -312,44 +324,67 @@ class Captured:
 
     def footprint(self) -> int:
         """The bytes a capture of this program is predicted to hold (runtime/capture.py
-        ``BUDGET``): the inputs copied in, the packed outputs and the copy a call returns, the
-        copy table, and the peak of its intermediates, with room at each step for a result
-        and contiguous copies of every operand (as graph/ops/sliced.py ``slice_peak_bytes``
-        predicts a slice's), rounded as the pool rounds."""
-        size = {st.out: _aligned(st.node.nbytes) for st in self.steps}
+        ``BUDGET``), for a program captured whole (one segment): the inputs copied in, the
+        packed outputs and the copy a call returns, the copy table, and the peak of its
+        intermediates, with room at each step for a result and contiguous copies of every
+        operand (as graph/ops/sliced.py ``slice_peak_bytes`` predicts a slice's). Sizes are
+        rounded to CuPy's pool unit; a step that may return a view of its input (a movement
+        op) holds its input's memory until both are freed. Computed once."""
+        if self._footprint is not None:
+            return self._footprint
+        size = {st.out: _pooled(st.node.nbytes) for st in self.steps}
         leaves = {st.out for st in self.steps if st.kernel is None}
         outs = sum(size.get(o, 0) for o in self.outputs)
+        root: dict[int, int] = {}  # slot -> the slot whose memory it may be a view of
+        users: dict[int, int] = {}  # root -> slots alive on its memory
         live = peak = 0
         for st in self.steps:
             if st.kernel is None:
                 continue
-            new = size[st.out]
-            peak = max(peak, live + 2 * new + sum(size.get(i, 0) for i in st.inputs))
-            live += new
+            ins = [i for i in st.inputs if i in size]
+            peak = max(peak, live + 2 * size[st.out] + sum(size[i] for i in ins))
+            if OPS[st.node.op].kind is OpKind.MOVEMENT and ins and ins[0] not in leaves:
+                r = root.get(ins[0], ins[0])  # a view: no new memory, the base stays
+            else:
+                r = st.out
+                live += size[st.out]
+            root[st.out] = r
+            users[r] = users.get(r, 0) + 1
             for f in st.free:
-                if f in size and f not in leaves and f not in self.outputs:
-                    live -= size[f]
-        table = _aligned(max(len(leaves), 1) * _ROW * 8)
-        return sum(size[k] for k in leaves) + 2 * outs + table + peak
+                if f not in size or f in leaves or f in self.outputs:
+                    continue
+                r = root.get(f, f)
+                users[r] = users.get(r, 1) - 1
+                if users[r] <= 0:
+                    live -= size[r]
+        table = _pooled(max(len(leaves), 1) * _ROW * 8)
+        self._footprint = sum(size[k] for k in leaves) + 2 * outs + table + peak
+        return self._footprint
 
     def held_bytes(self) -> int:
         """What this capture holds now: its pool and the copy of its outputs a call returns."""
         pool = getattr(self, "pool", None)
         if pool is None:
             return 0
-        return pool.total_bytes() + sum(_aligned(nb) for _o, nb, _dt, _s in self.out_views)
+        return pool.total_bytes() + sum(_pooled(nb) for _o, nb, _dt, _s in self.out_views)
 
-    def release(self, why: str) -> None:
+    def release(self, why: str | None = None) -> None:
         """Give the capture's memory back (its graphs are never launched again): the program
-        runs step by step from now on, ``why`` said by ``unsupported``."""
+        runs step by step until it is captured again, or for good with ``why`` (said by
+        ``unsupported``). The caller holds the device's lock."""
         self.dev.stream.synchronize()
+        if self.done is not None:  # the caller's copy out of the packed outputs
+            self.done.synchronize()
         self.graphs, self.held, self.pack_graph = [], None, None
         self.in_dev = self.out_buf = self.table_dev = None
         self.in_views, self.fixed_bufs = [], {}
-        self.ready = False
-        self.unsupported = why
-        pool, self.pool = self.pool, None
-        pool.free_all_blocks()
+        self.ready, self.done = False, None
+        if why is not None:
+            self.unsupported = why
+        pool, self.pool = getattr(self, "pool", None), None
+        if pool is not None:
+            with self.backend.device:
+                pool.free_all_blocks()
 
     @property
     def worthwhile(self) -> bool:
@@ -391,6 +426,13 @@ class Captured:
         be, dev, steps = self.backend, self.dev, self.steps
         self._layout()
         self.pool = cp.cuda.MemoryPool()
+        if self.budget is not None:  # a hard cap: an overrun is CuPy's OutOfMemoryError
+            copy = sum(
+                _pooled(n.nbytes)
+                for n in (_output_node(steps, self.slots, o) for o in self.outputs)
+            )
+            with be.device:
+                self.pool.set_limit(size=max(self.budget - copy, 1))
         vals: list = list(self.slots)
         with be.device, cp.cuda.using_allocator(self.pool.malloc):
             # the leaves' buffers: views of one device buffer, filled from pinned host memory
@@ -655,6 +697,8 @@ def replay(backend: Any, prog: Any, feed: dict, upload: bool, device: str | None
         return None
     if _UNAVAILABLE:
         return None
+    if budget is not None and not st.ready and not _fits(st, backend, budget):
+        return None  # step by step under this limit (a larger one may capture it)
     try:
         dev = _device(backend)
     except CaptureError as e:  # no cuBLAS to call: every run step by step, said once
@@ -668,17 +712,43 @@ def replay(backend: Any, prog: Any, feed: dict, upload: bool, device: str | None
     try:
         st.dev = dev
         if not st.ready:
-            if budget is not None and st.footprint() > budget:
-                return None  # step by step under this limit (a larger one may capture it)
             return _first_capture(st, feed, upload, device, budget)
         if budget is not None and st.held_bytes() > budget:
             # captured under a larger budget (or none): its pool would overrun this one
-            st.release(f"its capture held {st.held_bytes()} bytes, more than a budget of {budget}")
-            st.unsupported = None  # a later run may capture it again, within its budget
+            st.release()
             return None
         return st.call(feed, upload, device)
     finally:
         dev.lock.release()
+
+
+def _fits(st: Captured, backend: Any, budget: int) -> bool:
+    """Whether a capture of ``st`` may be made within ``budget`` bytes: only a program captured
+    whole (a step run from Python would take its memory from outside the capture's pool),
+    predicted and never seen to need more, with the device's cuBLAS workspace counted where
+    this capture would make it."""
+    if len(st.segments) != 1 or not st.segments[0].captured:
+        return False
+    need = max(st.footprint(), st.needs)
+    if backend.device.id not in _DEVICES:
+        need += WORKSPACE_BYTES
+    return need <= budget
+
+
+def release_all() -> None:
+    """Let go of every capture not in use now (runtime/capture.py ``release_captures``: a run
+    under memory_limit= starts with none held)."""
+    for st in list(_LIVE):
+        dev = getattr(st, "dev", None)
+        if not st.ready or dev is None or not dev.lock.acquire(blocking=False):
+            continue
+        try:
+            st.release()
+        finally:
+            dev.lock.release()
+
+
+capture.RELEASERS.append(release_all)
 
 
 # headroom a capture asks beyond twice its values' bytes (cuBLAS workspaces, CuPy's rounding)
@@ -717,6 +787,7 @@ def _first_capture(
         # own pool takes its share
         with st.backend.device:
             cp.get_default_memory_pool().free_all_blocks()
+    st.budget = budget
     for _ in range(len(st.steps) + 1):
         st.kernels = {
             k: (contract_kernel(s.node, st.dev) if s.node.op is Op.CONTRACT else None) or s.kernel
@@ -724,17 +795,25 @@ def _first_capture(
             if s.kernel is not None
         }
         try:
-            outs = st.call(feed, upload, device)
+            try:
+                outs = st.call(feed, upload, device)
+            except cp.cuda.memory.OutOfMemoryError as e:  # outside a segment: its buffers
+                raise _Refused(-1, f"capture failed: {type(e).__name__}: {e}") from e
             if budget is not None and st.held_bytes() > budget:
                 COUNTERS["over_budget"] += 1
-                st.release(f"its capture held {st.held_bytes()} bytes, over a budget of {budget}")
+                st.needs = max(st.needs, st.held_bytes())
+                st.release()
             return outs
         except _Refused as r:
             COUNTERS["refused"] += 1
             st.ready = False
             if isinstance(r.__cause__, cp.cuda.memory.OutOfMemoryError):
-                st.unsupported = "the device ran out of memory during its capture"
-                st.graphs, st.held = [], None  # never launched again
+                if budget is not None:  # the pool's limit (the budget) stopped it
+                    COUNTERS["over_budget"] += 1
+                    st.needs = max(st.needs, budget + 1)
+                    st.release()
+                else:
+                    st.release("the device ran out of memory during its capture")
                 return None
             st.refused[r.step] = r.reason
             st.segments = capture.plan_segments([s.node for s in st.steps], st.refused)

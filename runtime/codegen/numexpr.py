@@ -92,7 +92,7 @@ def expression(program: tuple) -> str:
     return exprs[-1]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _template_size(op: Op) -> tuple[int, tuple[int, ...]]:
     """A template's own characters, and how many times it spells each operand."""
     own, uses = 0, [0, 0, 0]
