@@ -458,7 +458,7 @@ def test_a_memory_limit_run_captures_its_slices_within_the_limit():
             n = LAST_RUN.slices[0]
             mid = _counters()
             got = both.evaluate(device="cuda:0", optimize="greedy", memory_limit=limit)
-            np.testing.assert_allclose(got, want_both, rtol=1e-5)
+            np.testing.assert_allclose(got, want_both, rtol=1e-4)  # float32 slices
     finally:
         cp.cuda.set_allocator(cp.get_default_memory_pool().malloc)
     after = _counters()
