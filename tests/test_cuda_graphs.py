@@ -458,7 +458,8 @@ def test_a_memory_limit_run_captures_its_slices_within_the_limit():
             n = LAST_RUN.slices[0]
             mid = _counters()
             got = both.evaluate(device="cuda:0", optimize="greedy", memory_limit=limit)
-            np.testing.assert_allclose(got, want_both, rtol=1e-4)  # float32 slices
+            # float32 slices of a network whose terms cancel: 1e-4 apart between runs
+            np.testing.assert_allclose(got, want_both, rtol=1e-3)
     finally:
         cp.cuda.set_allocator(cp.get_default_memory_pool().malloc)
     after = _counters()
