@@ -22,7 +22,9 @@ another kernel). Content breaks the ties between operands of one structure (two 
 arrays of one shape), which keeps ``a + b`` and ``b + a`` one node; swapping such a pair
 leaves a fused program as it was.
 
-IEEE addition and multiplication are commutative, so results are bitwise unchanged.
+IEEE addition and multiplication are commutative, so results are bitwise unchanged, except
+for complex products: NumPy's complex multiply fuses its multiply-adds where the CPU has FMA,
+so ``b * a`` and ``a * b`` can differ in the last place, and complex MUL keeps its order.
 
 It also shares decompositions: a values-only node (SVDVALS, EIGVALSH: graph/ops/spectra.py)
 whose operand also has the full decomposition (SVD, EIGH with the same UPLO) in the graph
@@ -104,7 +106,9 @@ def cse(graph: Graph, ctx: PassContext) -> Graph:
         kids = [fp[id(i)] for i in node.inputs]
         if node.op in COMMUTATIVE:
             a, b = node.inputs
-            if fp[id(b)] < fp[id(a)]:
+            # a complex product is not symmetric to the bit (NumPy's uses fused multiply-adds:
+            # b * a and a * b differ in the last place), so its operands keep their order
+            if fp[id(b)] < fp[id(a)] and not (node.op is Op.MUL and node.dtype.kind == "c"):
                 node = make_node(node.op, (b, a), node.attrs)
                 swapped += 1
             kids.sort()

@@ -143,3 +143,75 @@ def test_the_expression_size_is_the_length_of_the_expression():
                 seen += 1
                 assert expression_size(node.attrs[0]) == len(expression(node.attrs[0]))
     assert seen > 30
+
+
+# ---- found by a fuzzer of long elementwise chains (session 16) ------------------------------
+
+
+def test_squares_are_exact_and_a_chain_of_them_fuses_quickly():
+    """numexpr spelt y * y as "y ** 2": libm's pow in its unoptimized mode (not NumPy's bits)
+    and, in its aggressive mode, one shared node whose duplicate search doubled with every
+    square (75 s for 22 of them)."""
+    x = np.array([468.1489094895136])
+    y = tl.asarray(x) + 0.5
+    out = ((y * y - 3.0) * 2.0 + 1.0) / 4.0
+    yn = x + 0.5
+    np.testing.assert_array_equal(out.evaluate(device="cpu"), ((yn * yn - 3.0) * 2.0 + 1.0) / 4.0)
+    for x in (np.arange(5, dtype=np.int64) % 3 - 1, np.full((1, 4096), 0.999)):
+        y, want = tl.asarray(x), x
+        for _ in range(22):
+            y, want = y * y, want * want
+        np.testing.assert_array_equal(y.evaluate(device="cpu"), want)
+
+
+def test_a_long_region_that_cannot_be_chunked_frees_its_steps():
+    """A (1, N) region of 2000 steps runs step by step through NumPy (it cannot be cut into
+    chunks along its first axis): its generated function held every step's array until it
+    returned, 3.1 GB for 1.6 MB arrays."""
+    import tracemalloc
+
+    x = np.random.default_rng(0).standard_normal((1, 200_000))
+    t, want = tl.asarray(x), x
+    for _ in range(1000):
+        t, want = t * 0.999 + 0.001, want * 0.999 + 0.001
+    tracemalloc.start()
+    try:
+        got = t.evaluate(device="cpu")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(got, want)
+    assert peak < 40 * x.nbytes, peak
+
+
+def test_complex_products_keep_their_operand_order():
+    """NumPy's complex multiply fuses multiply-adds, so b * a and a * b can differ in the last
+    bit; cse reordered them to one canonical order."""
+    a = np.array([1 - 3.354542406276376j])
+    b = np.array([1.1042240645212544 - 2.05822297530387j])
+    for x, y in ((a, b), (b, a)):
+        got = (tl.asarray(x) * tl.asarray(y)).evaluate(device="cpu")
+        np.testing.assert_array_equal(got, x * y)
+
+
+def test_clip_is_numpys_on_signed_zeros_nans_and_scalar_kinds():
+    """Two bounds are NumPy's clip ufunc (it keeps a where a ties with a bound, takes a NaN
+    bound); one bound is maximum or minimum (the bound on ties). A NumPy float64 -0.0 bound
+    reused 0.0's node (the scalar cache keyed float subclasses by value)."""
+    import itertools
+
+    vals = [-0.0, 0.0, 1.0, -1.0, np.nan, np.inf, -np.inf]
+    for x, lo, hi in itertools.product(vals, vals, vals):
+        for dt in ("float64", "float32"):
+            a = np.array([x, -x], dt)
+            bounds = [(lo, hi), (np.array(lo, dt), np.array(hi, dt)), (np.float64(lo), None)]
+            bounds += [(None, np.array([hi])), (lo, None), (None, hi), (np.float32(lo), hi)]
+            for lo_, hi_ in bounds:
+                with np.errstate(all="ignore"):
+                    want = np.clip(a, lo_, hi_)
+                got = tl.clip(tl.asarray(a), lo_, hi_).evaluate(device="cpu")
+                what = (x, lo_, hi_, dt)
+                assert got.dtype == want.dtype, what
+                np.testing.assert_array_equal(got, want, err_msg=str(what))
+                known = ~np.isnan(want)
+                assert np.array_equal(np.signbit(got)[known], np.signbit(want)[known]), what

@@ -584,7 +584,8 @@ def where(condition, x=None, y=None) -> Node:
 
 @builder
 def clip(a, a_min=None, a_max=None) -> Node:
-    """``minimum(maximum(a, a_min), a_max)``; either bound may be None (both: ``a``, as NumPy 2)."""
+    """``a`` limited to ``[a_min, a_max]`` as ``numpy.clip``; either bound may be None (both:
+    ``a``, as NumPy 2)."""
     out = asarray(a)
     if a_min is None and a_max is None:
         if out.dtype.kind == "b":  # NumPy runs np.positive then, which has no bool loop
@@ -608,11 +609,28 @@ def clip(a, a_min=None, a_max=None) -> Node:
         common = np.result_type(out.dtype, *scalars)
         if common != out.dtype and common in _SUPPORTED_SET:
             out = astype(out, common)
-    if a_min is not None:
-        out = maximum(out, a_min)
-    if a_max is not None:
-        out = minimum(out, a_max)
-    return out
+    # as NumPy 2 (numpy/_core/_methods.py _clip): one bound is maximum or minimum, which take
+    # the bound where it ties with ``a``; two are the clip ufunc, which keeps ``a`` there
+    # (clip(-0.0, 0.0, 1.0) is -0.0) and takes a NaN bound: a bound replaces ``a`` only where
+    # ``a`` is beyond it or the bound is NaN
+    if a_max is None:
+        return maximum(out, a_min)
+    if a_min is None:
+        return minimum(out, a_max)
+    return _clip_bound(_clip_bound(out, a_min, Op.LT), a_max, Op.GT)
+
+
+def _clip_bound(out: Node, b: Any, beyond: Op) -> Node:
+    """``b`` where ``out`` is ``beyond`` it or ``b`` is NaN, else ``out`` (a Python scalar
+    bound stays weak, as in NumPy: it does not widen ``out``'s dtype)."""
+    test = _binary(beyond, out, b)
+    if isinstance(b, _SCALARS):
+        if b != b:  # a NaN bound: NaN everywhere
+            test = _binary(Op.OR, test, True)
+    else:
+        bn = lift(b, "clip")
+        test = _binary(Op.OR, test, _binary(Op.NE, bn, bn))
+    return where(test, b, out)
 
 
 @builder

@@ -335,10 +335,12 @@ _SCALAR_NODES: dict[tuple, Node] = {}
 
 def _scalar_key(x: Any, dt: np.dtype) -> tuple:
     t = type(x)
-    if t is float:
-        return (dt, x.hex())  # exact bits: 0.0 and -0.0 differ, nan matches nan
-    if t is complex:
-        return (dt, x.real.hex(), x.imag.hex())
+    # exact bits: 0.0 and -0.0 differ, nan matches nan; NumPy's float64 and complex128 are
+    # subclasses of float and complex (keyed by value, np.float64(-0.0) found 0.0's node)
+    if isinstance(x, float):
+        return (dt, t, float(x).hex())
+    if isinstance(x, complex):
+        return (dt, t, x.real.hex(), x.imag.hex())
     return (dt, t, x)
 
 

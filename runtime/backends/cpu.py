@@ -24,11 +24,13 @@ from tenloom.runtime.backends.base import BackendBase
 from tenloom.runtime.backends.cpu_fused import chunked_kernel
 from tenloom.runtime.codegen import CPU
 from tenloom.runtime.codegen.numexpr import (  # noqa: F401  (NUMEXPR_TYPES: re-exported)
+    MAX_CHARS,
     MAX_INPUTS,
     MAX_OPS,
     NUMEXPR_COMPLEX_EXACT,
     NUMEXPR_TYPES,
     expression,
+    expression_size,
 )
 from tenloom.runtime.codegen.ufuncs import steps_function
 from tenloom.runtime.determinism import DETERMINISTIC
@@ -321,7 +323,11 @@ class Backend(BackendBase):
                 return fused
         # numexpr takes regions within its caps (on the CPU bigger ones are made for the chunked
         # kernel; one it cannot cut runs ufunc by ufunc below)
-        fits = len(program) <= MAX_OPS and len(node.inputs) <= MAX_INPUTS
+        fits = (
+            len(program) <= MAX_OPS
+            and len(node.inputs) <= MAX_INPUTS
+            and expression_size(program) <= MAX_CHARS  # a tree: shared values spelt out
+        )
         if (
             self._ne is not None
             and fits
@@ -341,11 +347,10 @@ class Backend(BackendBase):
             op in NUMEXPR_COMPLEX_EXACT for op, _, _ in program
         ):
             return None  # complex arithmetic numexpr does its own way: NumPy's ufuncs instead
-        # numexpr's optimizer rewrites x**2 as x*x and then hashes the expression tree without
-        # memo: nested squares double the work each time (a 48-op W9 region with six takes
-        # 25 ms to compile, 3 ms without). On small arrays the rewrite gains nothing (0.4 us a
-        # call), so small floating regions skip it (integers keep it: pow does not wrap around
-        # on overflow as NumPy's product does).
+        # numexpr's aggressive optimizer hashes the expression tree without memo (a 48-op W9
+        # region took 25 ms to compile, 3 ms without); on small arrays it gains nothing (0.4 us
+        # a call), so small floating regions skip it. (Squares are spelt x * x, never x ** 2,
+        # which is pow without it, and shares one node with it: codegen/numexpr.py.)
         small = node.size < SMALL and all(x.dtype.kind in "fc" for x in node.inputs)
         key = (program, tuple(x.dtype.str for x in node.inputs), small)
         compiled = self._compiled.get(key)

@@ -85,10 +85,12 @@ def expression(program: tuple) -> str:
     exprs: list[str] = []
     for op, _attrs, args in program:
         parts = [f"in{i}" if kind == "in" else exprs[i] for kind, i in args]
-        if op is Op.MUL and args[0] == args[1] and args[0][0] == "step":
-            exprs.append(f"({parts[0]} ** 2)")  # evaluates the shared operand once
-        else:
-            exprs.append(TEMPLATES[op].format(*parts))
+        # a square is spelt x * x, its operand twice: "x ** 2" is libm's pow in numexpr's
+        # unoptimized mode (not correctly rounded: 891 of 10^6 float64 squares differed from
+        # NumPy's x * x), and its aggressive mode rewrites it as a product on one shared node,
+        # whose duplicate search then took time exponential in the chain of squares (16 s for
+        # 18 of them)
+        exprs.append(TEMPLATES[op].format(*parts))
     return exprs[-1]
 
 
@@ -111,9 +113,6 @@ def expression_size(program: tuple) -> int:
     sizes: list[int] = []
     for op, _attrs, args in program:
         parts = [len(f"in{i}") if kind == "in" else sizes[i] for kind, i in args]
-        if op is Op.MUL and args[0] == args[1] and args[0][0] == "step":
-            sizes.append(parts[0] + 7)  # "({0} ** 2)", as expression() writes it
-        else:
-            own, uses = _template_size(op)
-            sizes.append(own + sum(n * p for n, p in zip(uses, parts)))
+        own, uses = _template_size(op)
+        sizes.append(own + sum(n * p for n, p in zip(uses, parts)))
     return sizes[-1]
