@@ -116,6 +116,23 @@ def test_deterministic_runs_use_gesvd_and_repeat_their_bits():
     _check(x, *a, "float64")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(600, 256), (3, 520, 260), (520, 259), (256, 600)])
+def test_gesvd_takes_tall_matrices_through_their_transpose_and_stays_exact(dtype, shape):
+    """(runtime/backends/cuda.py TALL_BY_TRANSPOSE: gesvd is faster on the transpose of a
+    matrix with twice as many rows as columns.) deterministic=True goes to gesvd alone; a
+    decaying spectrum as DMRG's, and a Gaussian one."""
+    k = min(shape[-2:])
+    for spectrum in ("gauss", np.exp(-np.arange(k) / 8.0)):
+        x = _matrix(shape, dtype, spectrum, seed=31)
+        t = tl.linalg.svd(tl.asarray(x), full_matrices=False)
+        before = _counters()
+        u, s, vh = tl.evaluate(*t, device="cuda:0", deterministic=True)
+        assert _delta(before)["gesvd"] == 1
+        assert u.shape == shape[:-1] + (k,) and vh.shape == shape[:-2] + (k, shape[-1])
+        _check(x, u, s, vh, dtype)
+
+
 def test_small_single_matrices_go_to_the_host_and_full_and_nonfinite_ones_to_gesvd():
     before = _counters()
     for shape, dtype in [((40, 30), "float64"), ((30, 500), "complex64"), ((100, 1000), "float32")]:
