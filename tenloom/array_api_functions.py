@@ -67,8 +67,12 @@ def _onto_last(x: Tensor, axis: int) -> Tensor:
 
 
 def _masked_sum(mask: Tensor, values: Tensor, dtype: np.dtype) -> Tensor:
-    """``sum(where(mask, values, 0), -1)`` in ``dtype`` (bool values stay bool)."""
-    zero = tl.zeros((), values.dtype)
+    """``sum(where(mask, values, 0), -1)`` in ``dtype`` (bool values stay bool). Floating
+    values are filled with -0.0, the identity of addition to the bit: a +0.0 fill turned the
+    one -0.0 a mask picks into +0.0."""
+    kind = values.dtype.kind
+    fill = complex(-0.0, -0.0) if kind == "c" else -0.0 if kind == "f" else 0
+    zero = tl.asarray(np.array(fill, values.dtype))
     out = tl.sum(tl.where(mask, values, zero), -1)
     return tl.astype(out, dtype) if out.dtype != dtype else out
 
@@ -206,18 +210,11 @@ def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Tensor:
             raise ShapeError(f"take: axis=None needs a 1-d operand, not {fmt_shape(x.shape)}")
         axis = 0
     ax = _axis(axis, x.ndim, "take")
-    n = x.shape[ax]
-    idx = _normalized(indices, n)
-    hit = tl.equal(tl.expand_dims(idx, -1), _index(n))  # (*indices, n)
-    xm = _onto_last(x, ax)  # (..., n)
-    lead = xm.shape[:-1]
-    xb = tl.reshape(xm, lead + (1,) * idx.ndim + (n,))
-    out = _masked_sum(hit, xb, x.dtype)  # (..., *indices)
-    return (
-        tl.moveaxis(out, tuple(range(len(lead), out.ndim)), tuple(range(ax, ax + idx.ndim)))
-        if idx.ndim
-        else out
-    )
+    _normalized(indices, x.shape[ax])  # (the dtype check)
+    # a gather (graph/ops/gather.py): an index out of range raises IndexError as NumPy's take
+    # does, and values come out as they are (a one-hot masked sum gave 0 for the first and
+    # +0.0 for -0.0)
+    return x[(slice(None),) * ax + (indices,)]
 
 
 def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Tensor:
@@ -228,11 +225,17 @@ def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Tensor:
             f"{fmt_shape(indices.shape)} need the same number (>= 1) of dimensions"
         )
     ax = _axis(axis, x.ndim, "take_along_axis")
-    n = x.shape[ax]
-    idx = _onto_last(_normalized(indices, n), ax)  # (..., m)
-    hit = tl.equal(tl.expand_dims(idx, -1), _index(n))  # (..., m, n)
-    xm = tl.expand_dims(_onto_last(x, ax), -2)  # (..., 1, n)
-    return tl.moveaxis(_masked_sum(hit, xm, x.dtype), -1, ax)
+    _normalized(indices, x.shape[ax])
+    # every other axis indexed by its own positions, broadcast against the indices
+    key = []
+    for d in range(x.ndim):
+        if d == ax:
+            key.append(indices)
+        else:
+            shape = [1] * x.ndim
+            shape[d] = x.shape[d]
+            key.append(np.arange(x.shape[d], dtype=np.int64).reshape(shape))
+    return x[tuple(key)]
 
 
 # ---- searching --------------------------------------------------------------------------------
@@ -344,7 +347,10 @@ def sort(
         raise ShapeError("sort: a 0-d operand has no axis to sort")
     if x.dtype.kind == "c":
         raise DTypeError(f"sort: complex dtype {x.dtype} has no order")
-    return _sorted_by_rank(x, axis, descending, None)
+    # the values gathered at their sorted positions, as they are (a masked sum turned -0.0
+    # into +0.0)
+    order = argsort(x, axis=axis, descending=descending, stable=stable)
+    return take_along_axis(x, order, axis=axis)
 
 
 def argsort(

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tenloom.graph import build as _b
+from tenloom.graph.errors import DTypeError, fmt_shape
 from tenloom.graph.node import Node
 from tenloom.graph.ops import Op
 from tenloom.graph.ops.gather import set_evaluator
@@ -71,6 +72,16 @@ class _Ref:
 
     def _values(self, v: Any, shape: tuple) -> Value:
         t = self._t
+        if type(v) is int and t.dtype.kind in "iub":
+            # as NumPy's a[idx] = v: a Python int that the dtype cannot hold is an error, not
+            # a wrapped value
+            try:
+                np.asarray(v, dtype=t.dtype)
+            except OverflowError:
+                raise DTypeError(
+                    f"at[...]: value {v} does not fit the tensor's dtype {t.dtype} "
+                    f"(shape {fmt_shape(t.shape)})"
+                ) from None
         vn = _b.asarray(v) if not isinstance(v, Value) else v.node
         if vn.dtype != t.dtype:
             vn = _b.astype(vn, t.dtype)

@@ -215,3 +215,82 @@ def test_clip_is_numpys_on_signed_zeros_nans_and_scalar_kinds():
                 np.testing.assert_array_equal(got, want, err_msg=str(what))
                 known = ~np.isnan(want)
                 assert np.array_equal(np.signbit(got)[known], np.signbit(want)[known]), what
+
+
+# ---- found by a fuzzer of reductions, indexing and einsum (session 16) ---------------------
+
+
+def test_a_lazy_index_out_of_range_on_one_axis_raises_instead_of_reading_another_row():
+    """Per-axis indices were combined into one flat index and only that was checked: t[0, 6]
+    on a 3 x 4 tensor read t[1, 2]."""
+    t = tl.asarray(np.arange(12.0).reshape(3, 4))
+    k = tl.placeholder((), dtype=np.int64, name="k")
+    for value in (6, 4, -5):
+        with pytest.raises(tl.EvaluationError, match="out of bounds"):
+            tl.evaluate(t[0, k], feed={k: value})
+    for idx in (np.array([-5]), np.array([4])):
+        with pytest.raises(tl.EvaluationError, match="out of bounds"):
+            t[1, tl.asarray(idx) * 1].evaluate()
+    with pytest.raises(tl.EvaluationError, match="out of bounds"):
+        tl.asarray(np.arange(5.0))[tl.asarray(np.array([-6])) * 1].evaluate()
+    (got,) = tl.evaluate(t[2, k], feed={k: -4})
+    assert got == 8.0
+    np.testing.assert_array_equal(t[1, tl.asarray(np.array([-4, 3])) * 1].evaluate(), [4.0, 7.0])
+
+
+def test_an_ellipsis_that_covers_no_axis_still_separates_advanced_indices():
+    a = np.arange(120.0).reshape(2, 3, 4, 5)
+    keys = [
+        (slice(None), slice(None), [0, 1, 0], ..., [1, 2, 3]),
+        ([0, 1], ..., [1, 2]),
+        (0, ..., [1, 2]),
+        ([1], [0], ..., [2], [3]),
+        (slice(None), [0, 1], ..., [1, 2]),
+        ([0, 1], [1, 2], ...),
+        (..., [0, 1], [1, 2]),
+    ]
+    for key in keys:
+        np.testing.assert_array_equal(tl.asarray(a)[key].evaluate(), a[key], err_msg=str(key))
+
+
+def test_array_api_take_and_sort_keep_values_as_they_are_and_check_bounds():
+    """take and take_along_axis were one-hot masked sums: an index out of range gave 0 and a
+    -0.0 came out +0.0 (sort too)."""
+    import tenloom.array_api as xa
+
+    v = tl.asarray(np.arange(5.0))
+    with pytest.raises((tl.EvaluationError, IndexError)):
+        xa.take(v, tl.asarray(np.array([7])) * 1).evaluate()
+    with pytest.raises((tl.EvaluationError, IndexError)):
+        xa.take_along_axis(v, tl.asarray(np.array([-9])) * 1, axis=0).evaluate()
+    z = np.array([-0.0, 1.0, 0.0, -0.0])
+    for got, want in (
+        (xa.take(tl.asarray(z), tl.asarray(np.array([0, 3, 2]))), np.take(z, [0, 3, 2])),
+        (xa.sort(tl.asarray(z)), np.sort(z, kind="stable")),
+    ):
+        got = got.evaluate()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        shape = tuple(rng.integers(1, 5, size=rng.integers(1, 4)))
+        x = rng.standard_normal(shape)
+        ax = int(rng.integers(0, len(shape)))
+        n = shape[ax]
+        idx = rng.integers(-n, n, size=tuple(rng.integers(0, 4, size=rng.integers(0, 3))))
+        got = xa.take(tl.asarray(x), tl.asarray(idx) * 1, axis=ax).evaluate()
+        np.testing.assert_array_equal(got, np.take(x, idx, axis=ax))
+        ishape = list(shape)
+        ishape[ax] = int(rng.integers(0, 4))
+        idx2 = rng.integers(-n, n, size=ishape)
+        got = xa.take_along_axis(tl.asarray(x), tl.asarray(idx2) * 1, axis=ax).evaluate()
+        np.testing.assert_array_equal(got, np.take_along_axis(x, idx2, axis=ax))
+
+
+def test_at_set_refuses_a_python_int_the_dtype_cannot_hold():
+    with pytest.raises(tl.DTypeError, match="does not fit"):
+        tl.asarray(np.zeros(3, np.int8)).at[0].set(300)
+    with pytest.raises(tl.DTypeError, match="does not fit"):
+        tl.asarray(np.zeros(3, np.uint8)).at[1].set(-1)
+    got = tl.asarray(np.zeros(3, np.int8)).at[0].set(127).evaluate()
+    np.testing.assert_array_equal(got, [127, 0, 0])

@@ -275,11 +275,20 @@ def advanced_getitem(n: Node, key: tuple) -> Node:
         raise IndexOutOfBoundsError(
             f"getitem: too many indices ({used}) for a tensor of shape {fmt_shape(shape)}"
         )
+    # each entry's position in the key as written: the Ellipsis's axes all stand at its own
+    # position, so that it separates the advanced entries around it even where it covers no
+    # axis (NumPy's rule for where the advanced axes go)
     if Ellipsis in [k if k is Ellipsis else None for k in entries]:
         i = next(j for j, k in enumerate(entries) if k is Ellipsis)
-        entries = entries[:i] + [slice(None)] * (n.ndim - used) + entries[i + 1 :]
+        fill = n.ndim - used
+        entries = entries[:i] + [slice(None)] * fill + entries[i + 1 :]
+        positions = (
+            list(range(i)) + [i] * fill + list(range(i + 1, i + 1 + len(entries) - i - fill))
+        )
     else:
+        positions = list(range(len(entries)))
         entries = entries + [slice(None)] * (n.ndim - used)
+        positions += [len(positions)] * (n.ndim - used)
 
     # one entry per axis of ``x``: the operand with a unit axis for each None and 0-d mask;
     # a 0-d mask is an index array of length 1 (True) or 0 (False) on its unit axis, boolean
@@ -287,7 +296,7 @@ def advanced_getitem(n: Node, key: tuple) -> Node:
     per_axis: list[Any] = []  # slice, or ("arr", array-or-Value, group) per axis of x
     x_shape: list[int] = []
     ax = 0
-    for pos, k in enumerate(entries):
+    for pos, k in zip(positions, entries):
         if k is None:
             per_axis.append(slice(None))
             x_shape.append(1)
@@ -385,16 +394,22 @@ def _flat_concrete(arrays, sizes, arr_axes, bshape, shape) -> np.ndarray:
 
 def _flat_lazy(arrays, sizes, bshape) -> Value:
     """The flat index as graph values (some index arrays are lazy tensors): wrapped where
-    negative, then combined with the row-major strides of ``sizes``."""
+    negative, then combined with the row-major strides of ``sizes``. An index out of range on
+    any axis makes its flat index out of range too (-1 - the total size, which GATHER refuses
+    with IndexError), where combining it would land on an element of another row."""
     flat = None
+    bad = None
     stride = 1
     for a, size in reversed(list(zip(arrays, sizes))):
         v = Value(lift(np.asarray(a, _INDEX) if isinstance(a, np.ndarray) else a, "getitem"))
         v = T.astype(v, _INDEX)
+        out = (v < -size) | (v >= size)
+        bad = out if bad is None else bad | out
         v = T.where(v < 0, v + size, v)
         term = v * stride if stride != 1 else v
         flat = term if flat is None else flat + term
         stride *= size
+    flat = T.where(bad, -1 - stride, flat)
     return T.broadcast_to(flat, tuple(bshape))
 
 
