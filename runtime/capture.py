@@ -46,6 +46,7 @@ UNCAPTURABLE: dict[Op, str] = {
     Op.EINSUM: "cupy.einsum calls cuBLAS through CuPy, which refuses capture",
     Op.EXPM: "its squarings are counted on the host",
     Op.SEMIRING_EINSUM: "semiring kernels choose their tiling on the host",
+    Op.GATHER: "its indices' bounds are checked on the host",
 }
 _UNCAPTURABLE_KINDS: dict[OpKind, str] = {
     OpKind.LINALG: "cuSOLVER's status is read on the host",

@@ -211,6 +211,23 @@ def _expm(be: Backend, node: Node):
     return run
 
 
+def _gather(be: Backend, node: Node):
+    """GATHER (graph/ops/gather.py) with NumPy's bounds check: CuPy's array indexing wraps an
+    index out of range around silently. One reduction and one copy to the host a call (so
+    the op is not captured into CUDA graphs, runtime/capture.py)."""
+    n = node.inputs[0].shape[0]
+
+    def run(x, idx):
+        if idx.size:
+            lo, hi = (int(v) for v in cp.stack([idx.min(), idx.max()]).get())
+            if lo < -n or hi >= n:
+                bad = lo if lo < -n else hi
+                raise IndexError(f"index {bad} is out of bounds for axis 0 with size {n}")
+        return x[idx]
+
+    return run
+
+
 # tall matrices with at least this many times more rows than columns go to gesvd transposed
 TALL_BY_TRANSPOSE = 2
 
@@ -277,6 +294,7 @@ class Backend(BackendBase):
         Op.EINSUM: _einsum,
         Op.SEMIRING_EINSUM: _semiring,  # semiring
         Op.SVD: _svd,  # issue 20: gesvdp, checked
+        Op.GATHER: _gather,  # bounds checked, as NumPy's
         Op.FUSED: _fused,
         Op.DIV: _division,
         Op.FLOORDIV: _division,
