@@ -294,3 +294,18 @@ def test_at_set_refuses_a_python_int_the_dtype_cannot_hold():
         tl.asarray(np.zeros(3, np.uint8)).at[1].set(-1)
     got = tl.asarray(np.zeros(3, np.int8)).at[0].set(127).evaluate()
     np.testing.assert_array_equal(got, [127, 0, 0])
+
+
+def test_the_gradient_of_a_power_of_zero_is_zero_at_zero():
+    """d(a**b)/da was b a^(b-1): 0 * inf = NaN at a == 0 when b == 0, and the second derivative
+    of a**1 there too; PyTorch and JAX's integer_pow give 0 (found by a gradient fuzzer)."""
+    x = tl.placeholder((3,), name="x")
+    at = {x: np.array([0.0, 1.0, -2.0])}
+    for loss in (tl.sum(x**0), tl.sum(x**0.0), tl.sum(tl.power(x, tl.zeros(3)))):
+        (g,) = tl.grad(loss, [x])
+        np.testing.assert_array_equal(tl.evaluate(g, feed=at)[0], [0.0, 0.0, 0.0])
+    hv = tl.hvp(tl.sum(x**1), [x], [tl.asarray(np.ones(3))])
+    (h,) = tl.evaluate(hv[0] if isinstance(hv, (list, tuple)) else hv, feed=at)
+    np.testing.assert_array_equal(h, [0.0, 0.0, 0.0])
+    (g,) = tl.grad(tl.sum(x**3), [x])
+    np.testing.assert_array_equal(tl.evaluate(g, feed=at)[0], [0.0, 3.0, 12.0])

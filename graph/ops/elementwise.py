@@ -241,9 +241,18 @@ def _abs_vjp(node, y, xs, g):
     return (g * T.sign(x),)
 
 
+def _pow_da(a, b):
+    """d(a**b)/da = b a^(b-1), and 0 where b == 0 (a**0 is 1 everywhere; b a^(b-1) there is
+    0 * inf = NaN at a == 0, and so was the second derivative of a**1, as PyTorch and JAX's
+    integer_pow give 0)."""
+    zero = b == 0
+    # (the masked branch on a base of 1: no 0 ** -1 to warn about)
+    return T.where(zero, 0.0, b * T.where(zero, 1.0, a) ** (b - 1.0))
+
+
 def _pow_vjp(node, y, xs, g):
     a, b = xs
-    ga = g * cj(b * a ** (b - 1.0))
+    ga = g * cj(_pow_da(a, b))
     gb = g * cj(T.where(a == 0, 0.0, T.log(T.where(a == 0, 1.0, a)) * y))
     return ga, gb
 
@@ -329,7 +338,7 @@ def _times(t: Tangent, factor) -> Tangent:
 
 def _pow_jvp(node, y, xs, ts):
     (a, b), (ta, tb) = xs, ts
-    da = _times(ta, b * a ** (b - 1.0))
+    da = _times(ta, _pow_da(a, b))
     db = _times(tb, T.where(a == 0, 0.0, T.log(T.where(a == 0, 1.0, a)) * y))
     return add_all([da, db])
 
