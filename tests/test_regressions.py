@@ -309,3 +309,19 @@ def test_the_gradient_of_a_power_of_zero_is_zero_at_zero():
     np.testing.assert_array_equal(h, [0.0, 0.0, 0.0])
     (g,) = tl.grad(tl.sum(x**3), [x])
     np.testing.assert_array_equal(tl.evaluate(g, feed=at)[0], [0.0, 3.0, 12.0])
+
+
+def test_norms_and_pinv_of_empty_matrices_are_numpys():
+    """Positive-order norms of empty vectors and matrices are 0 in NumPy (max has no identity,
+    but |x| >= 0), and the Hermitian pseudo-inverse of a 0 x 0 matrix is empty; these raised
+    (found by a linear-algebra fuzzer). Negative orders still raise where NumPy's do."""
+    for a in (np.zeros((0, 0)), np.zeros((0, 3)), np.zeros((3, 0))):
+        for order in (1, np.inf, 2, "nuc", "fro"):
+            assert tl.linalg.norm(tl.asarray(a), order).evaluate() == np.linalg.norm(a, order)
+    for a in (np.zeros(0), np.zeros((2, 0))):
+        assert tl.linalg.vector_norm(tl.asarray(a), ord=np.inf).evaluate() == 0.0
+    with pytest.raises(tl.TenloomError):
+        tl.linalg.norm(tl.asarray(np.zeros((0, 0))), -2).evaluate()
+    for a in (np.zeros((0, 0)), np.zeros((3, 0, 0))):
+        got = tl.linalg.pinv(tl.asarray(a), hermitian=True).evaluate()
+        assert got.shape == np.linalg.pinv(a, hermitian=True).shape

@@ -74,6 +74,8 @@ def _vector_ord(ord: Any, op: str) -> float:  # noqa: A002
 def _vector(v: Value, axes: tuple[int, ...], keepdims: bool, p: float) -> Value:
     """The p-norm of ``v`` (float or complex) over ``axes``."""
     if p == math.inf:
+        if any(v.shape[a] == 0 for a in axes):  # NumPy: 0 (max has no identity; |v| >= 0)
+            return T.sum(T.abs(v), axes, keepdims=keepdims)
         return T.max(T.abs(v), axes, keepdims=keepdims)
     if p == -math.inf:
         return T.min(T.abs(v), axes, keepdims=keepdims)
@@ -121,10 +123,15 @@ def _matrix(x: Node, keepdims: bool, ord: Any) -> Value:  # noqa: A002
         out = _root(T.sum(_abs2(_as_inexact(x)), (rows, cols)), 2)
     elif ord in ("nuc", 2.0, -2.0):
         s = T.svdvals(x)
-        out = T.sum(s, -1) if ord == "nuc" else s[..., 0 if ord == 2.0 else -1]
+        # an empty matrix's 2-norm is 0, as NumPy's (its -2 norm has no value: s[-1] raises)
+        empty = ord == 2.0 and s.shape[-1] == 0
+        out = T.sum(s, -1) if ord == "nuc" or empty else s[..., 0 if ord == 2.0 else -1]
     else:  # induced by the 1-norm (max column sum) or the inf-norm (max row sum)
         sums = T.sum(T.abs(_as_inexact(x)), rows if abs(ord) == 1 else cols)
-        out = T.max(sums, -1) if ord > 0 else T.min(sums, -1)
+        if ord > 0 and sums.shape[-1] == 0:  # no sums: 0, as NumPy's
+            out = T.sum(sums, -1)
+        else:
+            out = T.max(sums, -1) if ord > 0 else T.min(sums, -1)
     return T.reshape(out, x.shape[:-2] + (1, 1)) if keepdims else out
 
 
@@ -255,7 +262,9 @@ def pinv(a: Any, rtol: Any = None, *, hermitian: bool = False, rcond: Any = None
     tol = _tolerance(rtol, rcond, n.shape[:-2], default)
     if herm:
         aw = T.abs(w)
-        keep = aw > tol * T.max(aw, -1, keepdims=True)
+        # (an empty matrix has no largest eigenvalue: its pseudo-inverse is empty)
+        top = T.max(aw, -1, keepdims=True) if n.shape[-1] else 0.0
+        keep = aw > tol * top
         return ((v * T.expand_dims(_inverted(w, keep), -2)) @ mH(v)).node
     keep = s > tol * s[..., :1]  # s descending: its first is the largest
     return ((mH(vh) * T.expand_dims(_inverted(s, keep), -2)) @ mH(u)).node
