@@ -562,7 +562,9 @@ def nextafter(a: Any, b: Any) -> Tensor:
         e = tl.where(tl.greater(tl.power(two, e), m), tl.subtract(e, 1), e)
         e = tl.where(tl.less_equal(tl.power(two, tl.add(e, 1)), m), tl.add(e, 1), e)
     e = tl.maximum(e, emin)  # subnormals share the smallest exponent's unit
-    ulp = tl.power(two, tl.subtract(e, p))
+    # 2^(e-p) as 2^(e-p+64) * 2^-64: both factors normal, the product exact even where it is
+    # subnormal (CUDA's powf gave 0 for 2^-149, so float32 steps next to 0 were lost)
+    ulp = tl.multiply(tl.power(two, tl.add(tl.subtract(e, p), 64)), 2.0**-64)
     toward_zero = tl.bitwise_xor(tl.less(b, a), tl.less(a, 0))
     at_power = tl.bitwise_and(tl.equal(m, tl.power(two, e)), tl.greater(e, emin))
     step = tl.where(tl.bitwise_and(toward_zero, at_power), tl.multiply(ulp, 0.5), ulp)
