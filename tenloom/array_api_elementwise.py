@@ -562,13 +562,18 @@ def nextafter(a: Any, b: Any) -> Tensor:
         e = tl.where(tl.greater(tl.power(two, e), m), tl.subtract(e, 1), e)
         e = tl.where(tl.less_equal(tl.power(two, tl.add(e, 1)), m), tl.add(e, 1), e)
     e = tl.maximum(e, emin)  # subnormals share the smallest exponent's unit
-    # 2^(e-p) as 2^(e-p+64) * 2^-64: both factors normal, the product exact even where it is
-    # subnormal (CUDA's powf gave 0 for 2^-149, so float32 steps next to 0 were lost)
-    ulp = tl.multiply(tl.power(two, tl.add(tl.subtract(e, p), 64)), 2.0**-64)
+    # 2^k, k = e - p, as 2^max(k, emin) * 2^min(k - emin, 0): both factors are normal powers
+    # of two, and their product is exact even where it is subnormal (CUDA's powf gave 0 for
+    # 2^-149, so float32 steps next to zero were lost)
+    k = tl.subtract(e, p)
+    ulp = tl.multiply(
+        tl.power(two, tl.maximum(k, emin)), tl.power(two, tl.minimum(tl.subtract(k, emin), 0))
+    )
     toward_zero = tl.bitwise_xor(tl.less(b, a), tl.less(a, 0))
     at_power = tl.bitwise_and(tl.equal(m, tl.power(two, e)), tl.greater(e, emin))
     step = tl.where(tl.bitwise_and(toward_zero, at_power), tl.multiply(ulp, 0.5), ulp)
     out = tl.where(tl.greater(b, a), tl.add(a, step), tl.subtract(a, step))
+    out = tl.where(tl.equal(out, 0), tl.multiply(a, 0.0), out)  # -tiny up to 0 is -0.0
     tiny = float(fi.smallest_subnormal)
     out = tl.where(tl.equal(a, 0), tl.astype(tl.where(tl.greater(b, 0), tiny, -tiny), dt), out)
     out = tl.where(isinf(a), tl.multiply(tl.sign(a), float(fi.max)), out)

@@ -325,3 +325,27 @@ def test_norms_and_pinv_of_empty_matrices_are_numpys():
     for a in (np.zeros((0, 0)), np.zeros((3, 0, 0))):
         got = tl.linalg.pinv(tl.asarray(a), hermitian=True).evaluate()
         assert got.shape == np.linalg.pinv(a, hermitian=True).shape
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_array_api_nextafter_is_numpys_over_the_whole_range(dtype):
+    """Every binade, subnormals, zeros of both signs, the largest finite values and
+    infinities; toward 0, +-inf and mixed targets (its unit 2^(e-p) is built from two normal
+    powers of two, so that it stays exact where it is subnormal on CUDA too)."""
+    import tenloom.array_api as xa
+
+    rng = np.random.default_rng(0)
+    fi = np.finfo(dtype)
+    a = np.ldexp(rng.standard_normal(300), rng.integers(fi.minexp - fi.nmant, fi.maxexp, 300))
+    special = [0.0, -0.0, fi.smallest_subnormal, -fi.smallest_subnormal, fi.tiny, -fi.tiny]
+    special += [fi.max, -fi.max, np.inf, -np.inf, 1.0, 2.0, 0.5, np.nan]
+    a = np.concatenate([a.astype(dtype), np.array(special, dtype)])
+    targets = [np.zeros_like(a), np.full_like(a, np.inf), np.full_like(a, -np.inf)]
+    targets.append(rng.choice(np.array([0, 1, -1, 2], dtype), size=a.size))
+    for b in targets:
+        with np.errstate(all="ignore"):
+            want = np.nextafter(a, b)
+        got = xa.nextafter(tl.asarray(a), tl.asarray(b)).evaluate()
+        np.testing.assert_array_equal(got, want)
+        known = ~np.isnan(want)
+        assert np.array_equal(np.signbit(got)[known], np.signbit(want)[known])
