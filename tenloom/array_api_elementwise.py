@@ -563,8 +563,9 @@ def nextafter(a: Any, b: Any) -> Tensor:
         e = tl.where(tl.less_equal(tl.power(two, tl.add(e, 1)), m), tl.add(e, 1), e)
     e = tl.maximum(e, emin)  # subnormals share the smallest exponent's unit
     # 2^k, k = e - p, as 2^max(k, emin) * 2^min(k - emin, 0): both factors are normal powers
-    # of two, and their product is exact even where it is subnormal (CUDA's powf gave 0 for
-    # 2^-149, so float32 steps next to zero were lost)
+    # of two (no pow of a subnormal result), and their product is exact where it is subnormal.
+    # (On CUDA float32 subnormals are flushed to zero all the same: the steps next to zero
+    # are lost there, docs/benchmarks.md, session 16.)
     k = tl.subtract(e, p)
     ulp = tl.multiply(
         tl.power(two, tl.maximum(k, emin)), tl.power(two, tl.minimum(tl.subtract(k, emin), 0))
