@@ -166,6 +166,12 @@ def _hoisted_of(node: Node) -> Hoisted | None:
     )
 
 
+def _computed_operand_bytes(node: Node) -> int:
+    """Bytes of ``node``'s operands computed in the graph (not leaves): they live beside its
+    slices, within the limit."""
+    return sum(x.nbytes for x in node.inputs if x.op not in (Op.CONST, Op.PLACEHOLDER))
+
+
 def _hoist(node: Node, backend: Any, xs, limit: int | None) -> tuple[Hoisted | None, dict]:
     """Run the slice-invariant part of ``node``'s per-slice network once: (the split network,
     the values to feed its body by placeholder id); (None, {}) when nothing is hoisted: nothing
@@ -175,7 +181,7 @@ def _hoist(node: Node, backend: Any, xs, limit: int | None) -> tuple[Hoisted | N
         return None, {}
     if limit is not None:
         per = slice_peak_bytes(node.attrs, [x.shape for x in node.inputs], slice_itemsize(node))
-        beside = sum(x.nbytes for x in node.inputs if x.op not in (Op.CONST, Op.PLACEHOLDER))
+        beside = _computed_operand_bytes(node)
         if h.nbytes + per + node.nbytes + beside > limit:
             return None, {}
     # the invariant leaves have no sliced index: slice 0's views are the whole operands
@@ -343,7 +349,7 @@ def slice_budget(node: Node, limit: int | None, workers: int = 1, hoisted: int =
     capture adds its copied inputs and packed outputs, and is made only where they fit too."""
     if limit is None:
         return None
-    beside = sum(x.nbytes for x in node.inputs if x.op not in (Op.CONST, Op.PLACEHOLDER))
+    beside = _computed_operand_bytes(node)
     return max(0, (limit - beside - hoisted - workers * node.nbytes) // max(workers, 1))
 
 

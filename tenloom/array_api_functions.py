@@ -193,14 +193,9 @@ def repeat(x: Any, repeats: Any, /, *, axis: int | None = None) -> Tensor:
 
 
 # ---- indexing ---------------------------------------------------------------------------------
-def _normalized(indices: Tensor, n: int) -> Tensor:
+def _check_indices(indices: Tensor, op: str) -> None:
     if indices.dtype.kind not in "iu":
-        raise DTypeError(f"take: indices of dtype {indices.dtype}; an integer dtype is needed")
-    return (
-        tl.where(tl.less(indices, 0), tl.add(indices, n), indices)
-        if indices.dtype.kind == "i"
-        else indices
-    )
+        raise DTypeError(f"{op}: indices of dtype {indices.dtype}; an integer dtype is needed")
 
 
 def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Tensor:
@@ -210,7 +205,7 @@ def take(x: Any, indices: Any, /, *, axis: int | None = None) -> Tensor:
             raise ShapeError(f"take: axis=None needs a 1-d operand, not {fmt_shape(x.shape)}")
         axis = 0
     ax = _axis(axis, x.ndim, "take")
-    _normalized(indices, x.shape[ax])  # (the dtype check)
+    _check_indices(indices, "take")
     # a gather (graph/ops/gather.py): an index out of range raises IndexError as NumPy's take
     # does, and values come out as they are (a one-hot masked sum gave 0 for the first and
     # +0.0 for -0.0)
@@ -225,7 +220,7 @@ def take_along_axis(x: Any, indices: Any, /, *, axis: int = -1) -> Tensor:
             f"{fmt_shape(indices.shape)} need the same number (>= 1) of dimensions"
         )
     ax = _axis(axis, x.ndim, "take_along_axis")
-    _normalized(indices, x.shape[ax])
+    _check_indices(indices, "take_along_axis")
     # every other axis indexed by its own positions, broadcast against the indices
     key = []
     for d in range(x.ndim):
