@@ -1,6 +1,6 @@
-"""SVD on CUDA (runtime/backends/cuda_svd.py): cuSOLVER's gesvdp where its own error report
-says it is accurate, gesvd otherwise. Skipped without a GPU; run on the device machine
-(TENLOOM_TEST_DEVICE is not needed: each test names cuda:0)."""
+"""SVD on CUDA (runtime/backends/cuda_svd.py): the Gram path, cuSOLVER's gesvdp where its own
+error report says it is accurate, the Gram path's levels, gesvd otherwise. Skipped without a
+GPU; run on the device machine (TENLOOM_TEST_DEVICE is not needed: each test names cuda:0)."""
 
 from __future__ import annotations
 
@@ -77,24 +77,67 @@ def _plan_bad_good(seed: int, n: int = 320):
     return plan, bad, good
 
 
-def test_a_kernel_redone_again_and_again_goes_to_gesvd_for_a_while():
+def test_a_kernel_redone_again_and_again_goes_past_gesvdp_for_a_while():
+    """gesvdp's failures are taken on by the levels (not gesvd); after ``FAILS_IN_A_ROW`` of
+    them the kernel skips gesvdp for ``RETRY_AFTER`` calls (the Gram path or its levels take
+    them), then tries it again."""
     from tenloom.runtime.backends import cuda_svd
 
     plan, bad, good = _plan_bad_good(seed=4)
     before = _counters()
     for _ in range(cuda_svd.FAILS_IN_A_ROW):
         _check(bad, *plan(bad), "float32")
-    assert _delta(before)["redone"] == cuda_svd.FAILS_IN_A_ROW
+    d = _delta(before)
+    assert d["redone"] == cuda_svd.FAILS_IN_A_ROW, d
+    assert d["levels"] == cuda_svd.FAILS_IN_A_ROW and d["gesvd"] == 0, d
     for _ in range(cuda_svd.RETRY_AFTER):
         _check(good, *plan(good), "float32")
     d = _delta(before)
-    assert d["gesvd"] == cuda_svd.RETRY_AFTER and d["gesvdp"] == 0, d
+    assert d["gesvdp"] == 0 and d["gesvd"] == 0, d
+    assert d["gram"] + d["levels"] == cuda_svd.RETRY_AFTER + cuda_svd.FAILS_IN_A_ROW, d
+    mid = _counters()
     plan(good)  # gesvdp tried again (the Gram path may still be resting: either counts)
-    d = _delta(before)
+    d = _delta(mid)
     assert d["gesvdp"] + d["gram"] == 1, d
 
 
-def test_one_redone_matrix_does_not_stop_the_next_try():
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_what_gesvdp_gets_wrong_the_levels_take_to_its_exact_zeros(dtype):
+    """A DMRG-like split: half the values falling from 1 to 1e-14 (single precision: 1e-6),
+    half exactly 0. The one-level Gram path declines it, gesvdp is not accurate on it, and the
+    levels keep it, as accurate as gesvd."""
+    from tenloom.runtime.backends import cuda_svd
+
+    low = -6 if dtype in ("float32", "complex64") else -14
+    spectrum = np.r_[np.logspace(0, low, 160), np.zeros(160)]
+    x = _matrix((330, 320), dtype, spectrum, seed=41)
+    p = tl.placeholder(x.shape, dtype, name="x")
+    plan = tl.compile(list(tl.linalg.svd(p, full_matrices=False)), [p], device="cuda:0")
+    before = _counters()
+    u, s, vh = plan(x)
+    _check(x, u, s, vh, dtype)
+    np.testing.assert_allclose(s, spectrum, atol=10 * TOL[dtype])
+    d = _delta(before)
+    assert d["gesvd"] == 0 and d["levels"] + d["gesvdp"] == 1, d
+    if d["levels"]:  # the next call skips gesvdp
+        plan(x)
+        d = _delta(before)
+        assert d["gesvdp"] == 0 and d["redone"] == cuda_svd.FAILS_IN_A_ROW, d
+        assert d["levels"] == 2, d
+
+
+def test_levels_off_send_what_gesvdp_gets_wrong_to_gesvd(monkeypatch):
+    from tenloom.runtime.backends import cuda_svd
+
+    monkeypatch.setattr(cuda_svd, "GRAM_LEVELS", 1)
+    plan, bad, _good = _plan_bad_good(seed=5)
+    before = _counters()
+    _check(bad, *plan(bad), "float32")
+    d = _delta(before)
+    assert d["redone"] == 1 and d["levels"] == 0 and d["levels_declined"] == 0, d
+
+
+def test_a_redone_matrix_leaves_the_gram_path_to_the_next():
     plan, bad, good = _plan_bad_good(seed=6)
     before = _counters()
     _check(bad, *plan(bad), "float32")
@@ -242,7 +285,9 @@ def test_a_kernel_whose_gram_tries_are_declined_stops_trying_for_a_while():
         _check(bad, *plan(bad), "float32")
     d = _delta(before)
     assert d["gram_declined"] == cuda_svd.GRAM_FAILS_IN_A_ROW, d
-    assert d["redone"] == cuda_svd.GRAM_FAILS_IN_A_ROW + 1, d
+    # gesvdp tried until it failed FAILS_IN_A_ROW times, the levels taking every matrix
+    assert d["redone"] == min(cuda_svd.FAILS_IN_A_ROW, cuda_svd.GRAM_FAILS_IN_A_ROW + 1), d
+    assert d["levels"] == cuda_svd.GRAM_FAILS_IN_A_ROW + 1 and d["gesvd"] == 0, d
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -181,3 +181,133 @@ def test_random_spectra_match_numpy(m, n, dtype, decay, zeros, seed):
         spectrum[-zeros:] = 0
     x = _matrix((m, n), dtype, spectrum, seed=seed)
     _check(x, *_svd(x), dtype)
+
+
+# ---- levels (runtime/kernels/gram_svd.py "Levels"): called directly with NumPy's checks ----
+
+
+def _levels(x, levels=4):
+    """``gram_svd`` with ``levels`` on NumPy, as GramRoute calls it (scaled by a power of two to
+    a norm in (1/2, 1], wide matrices through their transpose), and the sizes of the factors
+    ``small_svd`` was given."""
+    import math
+
+    small = []
+
+    def small_svd(b):
+        small.append(b.shape)
+        return np.linalg.svd(b, full_matrices=False)
+
+    norm = float(np.linalg.norm(x))
+    scale = 2.0 ** -math.ceil(math.log2(norm))
+    a = x * scale
+    wide = a.shape[0] < a.shape[1]
+    got = gs.gram_svd(
+        np, a.T if wide else a, small_svd, norm * scale, gs.NUMPY_CHECKS, levels=levels
+    )
+    if got is None:
+        return None, small
+    u, s, vh = got
+    if wide:
+        u, vh = vh.T, u.T
+    return (u, s / scale, vh), small
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(320, 320), (400, 260), (260, 400)])
+def test_levels_take_a_spectrum_falling_over_every_order_of_magnitude(dtype, shape):
+    """s from 1 down to 1e-14 (float32: 1e-6): one level declines it (its head would be a few
+    columns); the levels keep every column, with no full SVD of a big factor."""
+    k = min(shape)
+    low = -6 if dtype in ("float32", "complex64") else -14
+    spectrum = np.logspace(0, low, k)
+    x = _matrix(shape, dtype, spectrum, seed=k)
+    assert _levels(x, levels=1)[0] is None
+    got, small = _levels(x)
+    assert got is not None
+    _check(x, *got, dtype)
+    np.testing.assert_allclose(got[1], spectrum, atol=10 * TOL[dtype])
+    assert all(max(s) < gs.LEVEL_MIN_SIDE for s in small), small
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_levels_take_a_dmrg_like_split_to_its_exact_zeros(dtype):
+    """Half the values falling from 1 to 1e-14, half exactly 0 (a DMRG split's shape): the
+    zeros come out as 0, with U and V orthonormal and the matrix rebuilt."""
+    low = -6 if dtype in ("float32", "complex64") else -14
+    spectrum = np.r_[np.logspace(0, low, 150), np.zeros(150)]
+    x = _matrix((310, 300), dtype, spectrum, seed=12)
+    got, small = _levels(x)
+    assert got is not None and not small
+    _check(x, *got, dtype)
+    np.testing.assert_allclose(got[1], spectrum, atol=10 * TOL[dtype])
+    assert np.all(got[1][150:] <= 10 * TOL[dtype])
+
+
+def test_levels_measure_small_values_against_a_smaller_norm():
+    """Values far below s_max come out nearer their true value than LAPACK's absolute 1e-16:
+    each level measures them against what is left."""
+    spectrum = np.logspace(0, -12, 300)
+    x = _matrix((300, 300), "float64", spectrum, seed=13)
+    (u, s, vh), _ = _levels(x)
+    lapack = np.linalg.svd(x, compute_uv=False)
+    tail = slice(200, None)  # s below 1e-8
+    ours = np.abs(s[tail] / spectrum[tail] - 1).max()
+    assert ours < 1e-4, ours
+    assert ours < np.abs(lapack[tail] / spectrum[tail] - 1).max()
+
+
+def test_levels_leave_a_gaussian_matrix_to_one_level():
+    """A Gaussian matrix's head is most of it: no QR of the head and no further level (one
+    eigendecomposition), as with one level."""
+    x = _matrix((300, 300), "float64", "gauss", seed=14)
+    calls = []
+
+    class LA:
+        def __getattr__(self, k):
+            return getattr(np.linalg, k)
+
+        def eigh(self, g):
+            calls.append(g.shape)
+            return np.linalg.eigh(g)
+
+    class XP:
+        linalg = LA()
+
+        def __getattr__(self, k):
+            return getattr(np, k)
+
+    a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
+    got = gs.gram_svd(
+        XP(), a, lambda b: np.linalg.svd(b, full_matrices=False), 1.0, gs.NUMPY_CHECKS, levels=4
+    )
+    assert got is not None
+    _check(a, *got, "float64")
+    assert calls == [(300, 300)], calls
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    m=st.integers(130, 260),
+    n=st.integers(130, 260),
+    dtype=st.sampled_from(DTYPES),
+    decay=st.sampled_from([0.0, 2.0, 5.0, 9.0, 14.0]),
+    zeros=st.integers(0, 80),
+    seed=st.integers(0, 2**16),
+)
+def test_levels_on_random_spectra_match_numpy(m, n, dtype, decay, zeros, seed):
+    k = min(m, n)
+    if dtype in ("float32", "complex64"):
+        decay = min(decay, 6.0)
+    rng = np.random.default_rng(seed)
+    spectrum = np.logspace(0, -decay, k) if decay else rng.random(k)
+    spectrum = np.sort(spectrum)[::-1].copy()
+    zeros = min(zeros, k - 1)
+    if zeros:
+        spectrum[-zeros:] = 0
+    x = _matrix((m, n), dtype, spectrum, seed=seed)
+    got, _ = _levels(x)
+    if got is None:  # declined (the caller's next route runs): allowed, but not for these
+        pytest.fail(f"levels declined {m}x{n} {dtype} decay {decay} zeros {zeros}")
+    _check(x, *got, dtype)
+    np.testing.assert_allclose(got[1], spectrum, atol=10 * TOL[dtype])

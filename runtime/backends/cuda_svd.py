@@ -1,6 +1,6 @@
 """SVD on CUDA (issue 20): the Gram route (runtime/kernels/gram_svd.py, with its column checks
-as the CUDA kernels below), then cuSOLVER's polar-decomposition driver ``gesvdp``, each
-checked, with CuPy's ``gesvd`` behind them.
+as the CUDA kernels below), then cuSOLVER's polar-decomposition driver ``gesvdp``, then the
+Gram route's levels, each checked, with CuPy's ``gesvd`` behind them.
 
 **Why the Gram route first.** The eigendecomposition of A^H A took the time of torch's gesvda,
 2.5x less than gesvdp (H200: 27 against 73 ms at N=2048 float64, 112 against 278 ms at 4096);
@@ -28,7 +28,18 @@ is redone with gesvd. Every result kept meets that tolerance. (Finishing the dia
 of U^H A V by Jacobi rotations instead was tried: cuSOLVER's gesvdj took longer on it than
 gesvd on A, 111 ms against 84 ms at 1024 x 986.) A try costs about a quarter of gesvd, so
 trying pays unless most tries fail: a kernel whose last ``FAILS_IN_A_ROW`` matrices were all
-redone goes to gesvd directly for its next ``RETRY_AFTER`` calls, then tries gesvdp again.
+redone goes past gesvdp for its next ``RETRY_AFTER`` calls, then tries gesvdp again.
+
+**What gesvdp leaves: the Gram route's levels** (``GRAM_LEVELS``, runtime/kernels/gram_svd.py
+"Levels"), then gesvd. A spectrum that falls over many orders of magnitude, as DMRG's, is
+declined by the one-level Gram route and often by gesvdp; the levels take it three orders of
+magnitude of s at a time, each an eigendecomposition and a QR of what is left. Measured on an
+H100 on the splits of a DMRG of L=20, chi=512 (benchmarks/results/dmrg_levels_session17_h100.txt):
+a 1024 x 1022 split in 52 ms where gesvd took 94 (and a failed gesvdp try 45 more), a 1024 x 512
+one in 24 ms against gesvd's 42. Where gesvdp is accurate it is faster still (16 ms on a
+512 x 1024 split), so it stays first; one failure sends a kernel past it (``FAILS_IN_A_ROW``):
+DMRG calls each split kernel once a sweep, and a kernel whose matrix gesvdp got wrong gets the
+same kind of matrix next time.
 
 **Small matrices** (one matrix, a side below ``MIN_SIDE``, the other at most
 ``HOST_MAX_SIDE``) go to the host's LAPACK (``_host_svd``).
@@ -71,6 +82,8 @@ COUNTERS = counter(
     redone=0,
     gesvd=0,
     host=0,
+    levels=0,
+    levels_declined=0,
     tail_host=0,
     tail_gesvdp=0,
     tail_gesvd=0,
@@ -78,7 +91,10 @@ COUNTERS = counter(
 
 MIN_SIDE = 128  # 64: gesvdp and gesvd even (2-4 ms); 128: 4.4 ms against 9.0 ms (H200)
 HOST_MAX_SIDE = 1024  # a single matrix with a side below MIN_SIDE, the other at most this
-FAILS_IN_A_ROW = 3
+FAILS_IN_A_ROW = 1
+# the Gram route's levels after gesvdp (runtime/kernels/gram_svd.py): each takes about three
+# orders of magnitude of s; four take a float64 spectrum down to its zeros
+GRAM_LEVELS = 4
 
 # cudaDataType (library_types.h)
 _CUDA_TYPE = {
@@ -386,15 +402,33 @@ def svd_kernel(fallback, fallback_host) -> Any:
         return fallback(b)
 
     gram = GramRoute(cp, CUDA_CHECKS, small_svd, COUNTERS)
+    # the levels route: after gesvdp, for what it leaves (no rest: gesvd is dearer still)
+    levels = GramRoute(
+        cp,
+        CUDA_CHECKS,
+        small_svd,
+        COUNTERS,
+        history=False,
+        levels=GRAM_LEVELS,
+        names=("levels", "levels_declined"),
+    )
 
-    def one(x):
+    def one(x, polar: bool):
+        """The SVD by the first route that is accurate, with whether gesvdp was tried and
+        failed (None where every route declined: gesvd's turn)."""
         got = gram(x)
         if got is not None:
-            return got
-        got = by_gesvdp(x)
-        if got is not None:
-            COUNTERS["gesvdp"] += 1
-        return got
+            return got, False
+        failed = False
+        if polar:
+            got = by_gesvdp(x)
+            if got is not None:
+                COUNTERS["gesvdp"] += 1
+                return got, False
+            failed = True
+        if GRAM_LEVELS > 1:
+            got = levels(x)
+        return got, failed
 
     def by_gesvdp(x):
         m, n = x.shape
@@ -440,9 +474,10 @@ def svd_kernel(fallback, fallback_host) -> Any:
             and not DETERMINISTIC.get()
             and not cp.cuda.runtime.is_hip
         )
+        polar = usable
         if usable and state["skip"] > 0:
             state["skip"] -= 1
-            usable = False
+            polar = False
         if (
             x.ndim == 2
             and 0 < min(m, n) < MIN_SIDE
@@ -458,15 +493,18 @@ def svd_kernel(fallback, fallback_host) -> Any:
         flat = x.reshape((-1, m, n))
         parts = []
         for a in flat:
-            got = one(a)
-            if got is None:
+            got, failed = one(a, polar)
+            if failed:  # gesvdp was tried and was not accurate
+                COUNTERS["redone"] += 1
                 state["fails"] += 1
                 if state["fails"] >= FAILS_IN_A_ROW:
                     state["skip"], state["fails"] = RETRY_AFTER, 0
-                COUNTERS["redone"] += 1
-                got = fallback(a)
-            else:
+            elif polar:
                 state["fails"] = 0
+            if got is None:
+                if not failed:  # (a failed gesvdp's redoing is counted as "redone")
+                    COUNTERS["gesvd"] += 1
+                got = fallback(a)
             parts.append(got)
         batch = x.shape[:-2]
         return tuple(

@@ -35,6 +35,29 @@ of a few.
 - On CUDA, a kernel whose tries were declined ``GRAM_FAILS_IN_A_ROW`` times in a row rests
   for ``RETRY_AFTER`` calls (``GramRoute`` with ``history``).
 
+**Levels** (``levels`` > 1; CUDA uses them after gesvdp, runtime/backends/cuda_svd.py). One
+level resolves the singular values within about 32x of s_max: below that U's columns are not
+orthonormal to the tolerance. A spectrum that falls over many orders of magnitude, as a DMRG
+split's (1e-14 within 512 values, then exact zeros), is then left to the tail, and the tail's
+p x p factor to ``small_svd`` at the cost of a whole SVD. With levels:
+- A level's head is orthonormalized by a QR, in order from the largest singular value (whose
+  columns are the most accurate), and both residuals of each column, |A v_j - s_j u_j| and
+  |A^H u_j - s_j v_j|, are checked again. The head then reaches the values whose residual
+  eps s_max^2 / s_j is within the tolerance: about 1000x below s_max, not 32x.
+- The tail's factor is solved by the next level, held to the same absolute tolerance (1024
+  ulp of the whole matrix's s_max, not of the factor's own). Its norm is about s_max / 1000, so
+  the next level resolves the values down to about eps s_max^2 / 1000^2 / tol: 1e-9 of s_max
+  in float64, and the one after that the rest. Three to four levels take a float64 spectrum to
+  its exact zeros; each costs an eigendecomposition and a QR of what is left.
+- A tail whose Frobenius norm is within the tolerance has singular values within the
+  tolerance of 0: they are returned as 0, with an orthonormal basis of the head's complement
+  (a fixed random matrix made orthogonal to the head, by a QR) as their U. Where LAPACK gives
+  1e-17 there, this route gives 0; values above the tolerance come out more accurate than
+  LAPACK's, as each level measures them against a smaller norm.
+- Where a head is small against its tail, the tail's basis comes from one QR of [head, W]: W
+  alone is rank-deficient on such spectra, and its QR's extra columns would not be orthogonal
+  to the head.
+
 **Signs.** The route and LAPACK choose different signs (phases) for the singular vectors, and
 different bases for a repeated singular value. Functions that are invariant under those
 choices (U diag(s) V^H, projectors, s) agree to the tolerance; U and V themselves may not.
@@ -51,6 +74,10 @@ import numpy as np
 
 TOL_ULPS = 1024
 GRAM_HEAD_MIN = 0.5
+# levels (the module docstring): columns predicted within this factor of the tolerance are tried;
+# a tail at least this wide goes through a further level rather than ``small_svd``
+LEVEL_MARGIN = 8.0
+LEVEL_MIN_SIDE = 128
 GRAM_FAILS_IN_A_ROW = 2
 RETRY_AFTER = 8
 
@@ -103,6 +130,15 @@ def _probe_vector(n: int, real) -> np.ndarray:
     return v
 
 
+@functools.lru_cache(maxsize=8)
+def _probe_matrix(m: int, p: int, real) -> np.ndarray:
+    """A fixed Gaussian m x p matrix (the same for the same shape: the route depends on the
+    matrix alone), kept: drawing it took 3 ms at 957 x 510, as long as a level's QR on a GPU."""
+    z = np.random.default_rng(m * 7919 + p).standard_normal((m, p)).astype(real)
+    z.flags.writeable = False
+    return z
+
+
 def head_unlikely(xp, a, frob: float, to_host: Callable) -> bool:
     """Whether ``a``'s energy is so concentrated in its top singular values that the head is
     unlikely to be most of its columns: ||A||_F^2 below n s^2 / 16, with s a lower bound of
@@ -127,17 +163,58 @@ def head_unlikely(xp, a, frob: float, to_host: Callable) -> bool:
 
 
 def gram_svd(
-    xp, a, small_svd: Callable, frob: float, checks: Checks, precheck: bool = True
+    xp,
+    a,
+    small_svd: Callable,
+    frob: float,
+    checks: Checks,
+    precheck: bool = True,
+    levels: int = 1,
 ) -> tuple | None:
     """The reduced SVD ``(u, s, vh)`` of the tall (m >= n) matrix ``a`` (Frobenius norm
     ``frob``, in (1/2, 1]) through the Gram matrix, or None where that would not be accurate or
-    would not pay (the module docstring). ``precheck``: run ``head_unlikely`` first;
-    ``small_svd`` does the tail's p x p factor."""
+    would not pay (the module docstring). ``precheck``: run ``head_unlikely`` first (one level
+    only); ``small_svd`` does the last tail's p x p factor; ``levels``: how many Gram levels
+    the tail may go through (the module docstring's "Levels")."""
+    if precheck and levels == 1 and head_unlikely(xp, a, frob, checks.to_host):
+        return None
+    got = _level(xp, a, small_svd, checks, None, levels)
+    if got is None:
+        return None
+    uu, ss, vv = got
+    if bool((ss[1:] > ss[:-1]).any()):  # a tail value above a head's last
+        order = np.argsort(-ss, kind="stable")
+        ss = ss[order]
+        order = xp.asarray(order)
+        uu, vv = uu[:, order], vv[order]
+    return uu, xp.asarray(ss), vv
+
+
+def _first_bad(good: np.ndarray) -> int:
+    """The index of the first False in ``good`` (its length where there is none)."""
+    bad = np.flatnonzero(~good)
+    return int(bad[0]) if bad.size else int(good.size)
+
+
+def _level(
+    xp,
+    a,
+    small_svd: Callable,
+    checks: Checks,
+    atol: float | None,
+    levels: int,
+    qr_head: bool = False,
+):
+    """One Gram level of the tall matrix ``a``: ``(uu, ss, vv)`` with ss on the host (not
+    sorted across the head and the tail), or None (declined). ``atol``: the absolute accuracy
+    every singular triplet is held to (None at the top: ``TOL_ULPS`` ulp of the top singular
+    value). ``qr_head``: orthonormalize the head by a QR even where its columns are
+    orthonormal to the tolerance (a level does itself again so where the tail's basis was not
+    orthogonal to a head that is only just within it)."""
+    atol_in = atol
     m, n = a.shape
     real = real_dtype(a.dtype)
     tl_ = tol(real)
-    if precheck and head_unlikely(xp, a, frob, checks.to_host):
-        return None
     ah = a.conj().T
     w, v = xp.linalg.eigh(ah @ a)
     w_host = np.asarray(checks.to_host(w))[::-1]  # descending
@@ -145,23 +222,51 @@ def gram_svd(
     top = float(s_host[0])
     if not 0.0 < top < math.inf:
         return None
-    h = int(np.count_nonzero(s_host >= top / math.sqrt(TOL_ULPS)))
-    if h < GRAM_HEAD_MIN * n:
+    outer = atol is None
+    if outer:
+        atol = tl_ * top
+    deep = levels > 1
+    if deep:
+        # eigh's error in s_i^2 is about eps s_max^2, so column i's residual about
+        # eps s_max^2 / s_i: those within LEVEL_MARGIN of the tolerance are tried
+        bound = LEVEL_MARGIN * float(np.finfo(real).eps) * top * top / atol
+    else:  # U's columns i, j are orthogonal to about eps s_max^2 / (s_i s_j)
+        bound = top / math.sqrt(TOL_ULPS)
+    h = int(np.count_nonzero(s_host >= bound))
+    head_min = GRAM_HEAD_MIN * n if outer and not deep else 1
+    if h < head_min:
         return None
     v = v[:, ::-1]
     vh_ = xp.ascontiguousarray(v[:, :h])
     s_dev = xp.asarray(s_host[:h])
-    u = xp.ascontiguousarray(a @ vh_)
+    y = xp.ascontiguousarray(a @ vh_)  # A V = U S
+    u = y.copy() if deep else y
     checks.scale_cols(u, s_dev)
     res = checks.resid_norms(xp.ascontiguousarray(ah @ u), vh_, s_dev)
     off = checks.colmax(xp.ascontiguousarray(u.conj().T @ u), True, True)
     # column j is good where its residual is small and it is orthonormal to columns 0..j
     # (written so that NaN is bad)
-    bad = np.flatnonzero(~((res <= tl_ * top) & (off <= tl_)))
-    if bad.size:
-        h = int(bad[0])
-        if h < GRAM_HEAD_MIN * n:
-            return None
+    h_res = _first_bad(res <= atol)
+    h_off = _first_bad(off <= tl_)
+    if deep and (qr_head or (h_off < h_res and h_off < GRAM_HEAD_MIN * n)):
+        # orthonormalized by a QR instead, in order (the largest singular values first, whose
+        # columns are the most accurate): each column moves by about eps s_max^2 / s_j, which
+        # the residuals of both sides, checked again, hold within the tolerance
+        q, r = xp.linalg.qr(u[:, :h_res])
+        d = xp.diagonal(r)
+        mag = xp.abs(d)
+        # the phases QR chose taken back, q_j ~ u_j (by where: a masked store would wait for
+        # the device)
+        q = q * xp.where(mag == 0, 1, d / xp.where(mag == 0, 1, mag))
+        s_res = s_dev[:h_res]
+        res1 = checks.resid_norms(xp.ascontiguousarray(ah @ q), vh_[:, :h_res], s_res)
+        res2 = checks.resid_norms(y[:, :h_res], xp.ascontiguousarray(q), s_res)
+        h = _first_bad((res1 <= atol) & (res2 <= atol))
+        u = q
+    else:
+        h = min(h_res, h_off)
+    if h < head_min:
+        return None
     uu = xp.empty((m, n), a.dtype)
     vv = xp.empty((n, n), a.dtype)
     uu[:, :h] = u[:, :h]
@@ -170,31 +275,63 @@ def gram_svd(
     if h < n:
         u = uu[:, :h]
         vt = v[:, h:]
+        p = n - h
         wt = a @ vt
         for _ in range(2):  # twice: once loses orthogonality where W is small
             wt -= u @ (u.conj().T @ wt)
-        q = xp.linalg.qr(wt)[0]
-        if not checks.colmax(xp.ascontiguousarray(u.conj().T @ q), False, False).max() <= tl_:
+        zero = False
+        if deep:
+            with np.errstate(over="ignore", invalid="ignore"):
+                # every singular value of what is left within the tolerance of 0: they are 0,
+                # and the tail needs only an orthonormal basis
+                zero = float(xp.linalg.norm(wt)) <= atol
+        if zero:
+            # the head's complement from a fixed random matrix (of full rank, unlike W), made
+            # orthogonal to the head as W is
+            z = xp.asarray(_probe_matrix(m, p, real)).astype(a.dtype, copy=False)
+            for _ in range(2):
+                z = z - u @ (u.conj().T @ z)
+            q = xp.linalg.qr(z)[0]
+        elif deep and 4 * h <= p:
+            # a small head, as a fast-decaying spectrum's: one QR of [head, W], whose last
+            # columns are orthogonal to the head even where W is rank-deficient (for about
+            # the cost of W's own, which may need doing twice below)
+            q = xp.linalg.qr(xp.concatenate([u, wt], axis=1))[0][:, h:]
+        else:
+            q = xp.linalg.qr(wt)[0]
+        # the tail's U is Q times a unitary factor, which may add up a column's p entries
+        # against the head: hence sqrt(p)
+        near = checks.colmax(xp.ascontiguousarray(u.conj().T @ q), False, False).max()
+        if not near <= tl_ / math.sqrt(p):
             # Q spans W; where W is rank-deficient its other columns must still be
-            # orthogonal to the head
+            # orthogonal to the head, and where W is ill-conditioned its QR magnifies what
+            # is left of the head in it
             for _ in range(2):
                 q -= u @ (u.conj().T @ q)
             q = xp.linalg.qr(q)[0]
-        ub, sb, vbh = small_svd(q.conj().T @ wt)
-        ut = q @ ub
+        if zero:
+            ut, vbh, sb = q, None, np.zeros(p, real)
+        else:
+            b = q.conj().T @ wt
+            got = None
+            if deep and p >= LEVEL_MIN_SIDE:
+                got = _level(xp, b, small_svd, checks, atol, levels - 1)
+            if got is None:
+                ub, sb, vbh = small_svd(b)
+                sb = np.asarray(checks.to_host(sb))
+            else:
+                ub, sb, vbh = got
+            ut = q @ ub
         cross = checks.colmax(xp.ascontiguousarray(u.conj().T @ ut), False, False).max()
         own = checks.colmax(xp.ascontiguousarray(ut.conj().T @ ut), True, True).max()
         if not (cross <= tl_ and own <= tl_):
+            if deep and not qr_head:
+                return _level(xp, a, small_svd, checks, atol_in, levels, qr_head=True)
             return None
         uu[:, h:] = ut
-        vv[h:] = vbh @ vt.conj().T
-        ss[h:] = checks.to_host(sb)
-    if h < n and bool((ss[1:] > ss[:-1]).any()):  # a tail value above the head's last
-        order = np.argsort(-ss, kind="stable")
-        ss = ss[order]
-        order = xp.asarray(order)
-        uu, vv = uu[:, order], vv[order]
-    return uu, xp.asarray(ss), vv
+        vv[h:] = vt.conj().T if vbh is None else vbh @ vt.conj().T
+        ss[h:] = sb
+    return uu, ss, vv
 
 
 class GramRoute:
@@ -210,10 +347,17 @@ class GramRoute:
     matrix alone, so the same input gives the same factors."""
 
     def __init__(
-        self, xp, checks: Checks, small_svd: Callable, counters: dict, history: bool = True
+        self,
+        xp,
+        checks: Checks,
+        small_svd: Callable,
+        counters: dict,
+        history: bool = True,
+        levels: int = 1,
+        names: tuple[str, str] = ("gram", "gram_declined"),
     ) -> None:
         self.xp, self.checks, self.small_svd, self.counters = xp, checks, small_svd, counters
-        self.history = history
+        self.history, self.levels, self.names = history, levels, names
         self.skip = self.fails = 0
         self.ok = False
 
@@ -235,16 +379,17 @@ class GramRoute:
                 norm * scale,
                 self.checks,
                 precheck=not (self.ok and self.history),
+                levels=self.levels,
             )
         self.ok = got is not None
         if got is None:
-            self.counters["gram_declined"] += 1
+            self.counters[self.names[1]] += 1
             self.fails += 1
             if self.fails >= GRAM_FAILS_IN_A_ROW and self.history:
                 self.skip, self.fails = RETRY_AFTER, 0
             return None
         self.fails = 0
-        self.counters["gram"] += 1
+        self.counters[self.names[0]] += 1
         ua, s, vha = got  # x^T = U S V^H for a wide x: x = conj(V) S U^T
         u, vh = (ua, vha) if m >= n else (vha.T, ua.T)
         return u, s * (1.0 / scale), vh
