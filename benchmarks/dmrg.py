@@ -16,8 +16,11 @@ random right-canonical MPS. Three implementations of one sweep (left to right an
 Sweep 1 starts from the random state (for tenloom it includes tracing and compiling every
 plan shape); later sweeps start from the previous one's state (steady state: the plans
 exist). Each implementation runs sweep 1, then the later sweeps run in turn, one of each
-implementation after the other, so that a change of the machine's load falls on all. Times
-are wall-clock seconds of each sweep; ratios are other / tenloom (sweep 1, and the median of
+implementation after the other, so that a change of the machine's load falls on all, each
+after ``--settle`` seconds idle (0.5; untimed) in which the threads of the sweep before park:
+a BLAS pool spins for a while after its work, and measured on the H100 host, tenloom's GPU
+sweeps run right after its CPU sweeps took up to 0.50 s where they took 0.33-0.36 s alone.
+Times are wall-clock seconds of each sweep; ratios are other / tenloom (sweep 1, and the median of
 the later sweeps).
 
     python benchmarks/dmrg.py [--L 50] [--chi 128] [--sweeps 2] [--device cuda] [--json out]
@@ -183,6 +186,14 @@ def main(argv=None) -> dict:
         action="store_true",
         help="with --device cuda: also tenloom on the host's CPU (the GPU's speed-up)",
     )
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=0.5,
+        help="seconds idle before each sweep (not timed): the threads of the sweep before "
+        "(BLAS pools spin for a while after their work) park first, so that they do not slow "
+        "the host side of the next implementation's sweep",
+    )
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
 
@@ -229,6 +240,7 @@ def main(argv=None) -> dict:
     results: dict[str, list] = {name: [] for name in sweeps}
     for _ in range(args.sweeps):
         for name, sweep in sweeps.items():
+            time.sleep(args.settle)
             results[name].append(sweep())
 
     names = list(results)

@@ -178,7 +178,10 @@ def gram_svd(
     the tail may go through (the module docstring's "Levels")."""
     if precheck and levels == 1 and head_unlikely(xp, a, frob, checks.to_host):
         return None
-    got = _level(xp, a, small_svd, checks, None, levels)
+    if levels > 1:
+        got = _levels(xp, a, small_svd, checks, levels)
+    else:
+        got = _one_level(xp, a, small_svd, checks)
     if got is None:
         return None
     uu, ss, vv = got
@@ -196,22 +199,37 @@ def _first_bad(good: np.ndarray) -> int:
     return int(bad[0]) if bad.size else int(good.size)
 
 
-def _level(
-    xp,
-    a,
-    small_svd: Callable,
-    checks: Checks,
-    atol: float | None,
-    levels: int,
-    qr_head: bool = False,
-):
-    """One Gram level of the tall matrix ``a``: ``(uu, ss, vv)`` with ss on the host (not
-    sorted across the head and the tail), or None (declined). ``atol``: the absolute accuracy
-    every singular triplet is held to (None at the top: ``TOL_ULPS`` ulp of the top singular
-    value). ``qr_head``: orthonormalize the head by a QR even where its columns are
-    orthonormal to the tolerance (a level does itself again so where the tail's basis was not
-    orthogonal to a head that is only just within it)."""
-    atol_in = atol
+def _head_qr(xp, u):
+    """Q of ``u``'s QR with the phases QR chose taken back (q_j ~ u_j; by where: a masked
+    store would wait for the device)."""
+    q, r = xp.linalg.qr(u)
+    d = xp.diagonal(r)
+    mag = xp.abs(d)
+    return q * xp.where(mag == 0, 1, d / xp.where(mag == 0, 1, mag))
+
+
+def _tail_basis(xp, checks: Checks, u, w, tl_: float):
+    """An orthonormal basis of ``w``'s columns (m x p), orthogonal to ``u``'s (orthonormal)."""
+    p = w.shape[1]
+    q = xp.linalg.qr(w)[0]
+    if u.shape[1] == 0:
+        return q
+    # the tail's U is Q times a unitary factor, which may add up a column's p entries against
+    # the head: hence sqrt(p)
+    near = checks.colmax(xp.ascontiguousarray(u.conj().T @ q), False, False).max()
+    if not near <= tl_ / math.sqrt(p):
+        # Q spans W; where W is rank-deficient its other columns must still be orthogonal to
+        # the head, and where W is ill-conditioned its QR magnifies what is left of the head
+        # in it
+        for _ in range(2):
+            q -= u @ (u.conj().T @ q)
+        q = xp.linalg.qr(q)[0]
+    return q
+
+
+def _one_level(xp, a, small_svd: Callable, checks: Checks):
+    """One Gram level of the tall matrix ``a`` (the module docstring): ``(uu, ss, vv)`` with
+    ss on the host, not sorted across the head and the tail, or None (declined)."""
     m, n = a.shape
     real = real_dtype(a.dtype)
     tl_ = tol(real)
@@ -222,50 +240,22 @@ def _level(
     top = float(s_host[0])
     if not 0.0 < top < math.inf:
         return None
-    outer = atol is None
-    if outer:
-        atol = tl_ * top
-    deep = levels > 1
-    if deep:
-        # eigh's error in s_i^2 is about eps s_max^2, so column i's residual about
-        # eps s_max^2 / s_i: those within LEVEL_MARGIN of the tolerance are tried
-        bound = LEVEL_MARGIN * float(np.finfo(real).eps) * top * top / atol
-    else:  # U's columns i, j are orthogonal to about eps s_max^2 / (s_i s_j)
-        bound = top / math.sqrt(TOL_ULPS)
-    h = int(np.count_nonzero(s_host >= bound))
-    head_min = GRAM_HEAD_MIN * n if outer and not deep else 1
-    if h < head_min:
+    atol = tl_ * top
+    # U's columns i, j are orthogonal to about eps s_max^2 / (s_i s_j)
+    h = int(np.count_nonzero(s_host >= top / math.sqrt(TOL_ULPS)))
+    if h < GRAM_HEAD_MIN * n:
         return None
     v = v[:, ::-1]
     vh_ = xp.ascontiguousarray(v[:, :h])
     s_dev = xp.asarray(s_host[:h])
-    y = xp.ascontiguousarray(a @ vh_)  # A V = U S
-    u = y.copy() if deep else y
+    u = xp.ascontiguousarray(a @ vh_)  # A V = U S
     checks.scale_cols(u, s_dev)
     res = checks.resid_norms(xp.ascontiguousarray(ah @ u), vh_, s_dev)
     off = checks.colmax(xp.ascontiguousarray(u.conj().T @ u), True, True)
     # column j is good where its residual is small and it is orthonormal to columns 0..j
     # (written so that NaN is bad)
-    h_res = _first_bad(res <= atol)
-    h_off = _first_bad(off <= tl_)
-    if deep and (qr_head or (h_off < h_res and h_off < GRAM_HEAD_MIN * n)):
-        # orthonormalized by a QR instead, in order (the largest singular values first, whose
-        # columns are the most accurate): each column moves by about eps s_max^2 / s_j, which
-        # the residuals of both sides, checked again, hold within the tolerance
-        q, r = xp.linalg.qr(u[:, :h_res])
-        d = xp.diagonal(r)
-        mag = xp.abs(d)
-        # the phases QR chose taken back, q_j ~ u_j (by where: a masked store would wait for
-        # the device)
-        q = q * xp.where(mag == 0, 1, d / xp.where(mag == 0, 1, mag))
-        s_res = s_dev[:h_res]
-        res1 = checks.resid_norms(xp.ascontiguousarray(ah @ q), vh_[:, :h_res], s_res)
-        res2 = checks.resid_norms(y[:, :h_res], xp.ascontiguousarray(q), s_res)
-        h = _first_bad((res1 <= atol) & (res2 <= atol))
-        u = q
-    else:
-        h = min(h_res, h_off)
-    if h < head_min:
+    h = min(_first_bad(res <= atol), _first_bad(off <= tl_))
+    if h < GRAM_HEAD_MIN * n:
         return None
     uu = xp.empty((m, n), a.dtype)
     vv = xp.empty((n, n), a.dtype)
@@ -275,63 +265,138 @@ def _level(
     if h < n:
         u = uu[:, :h]
         vt = v[:, h:]
-        p = n - h
         wt = a @ vt
         for _ in range(2):  # twice: once loses orthogonality where W is small
             wt -= u @ (u.conj().T @ wt)
-        zero = False
-        if deep:
-            with np.errstate(over="ignore", invalid="ignore"):
-                # every singular value of what is left within the tolerance of 0: they are 0,
-                # and the tail needs only an orthonormal basis
-                zero = float(xp.linalg.norm(wt)) <= atol
-        if zero:
-            # the head's complement from a fixed random matrix (of full rank, unlike W), made
-            # orthogonal to the head as W is
-            z = xp.asarray(_probe_matrix(m, p, real)).astype(a.dtype, copy=False)
-            for _ in range(2):
-                z = z - u @ (u.conj().T @ z)
-            q = xp.linalg.qr(z)[0]
-        elif deep and 4 * h <= p:
-            # a small head, as a fast-decaying spectrum's: one QR of [head, W], whose last
-            # columns are orthogonal to the head even where W is rank-deficient (for about
-            # the cost of W's own, which may need doing twice below)
-            q = xp.linalg.qr(xp.concatenate([u, wt], axis=1))[0][:, h:]
-        else:
-            q = xp.linalg.qr(wt)[0]
-        # the tail's U is Q times a unitary factor, which may add up a column's p entries
-        # against the head: hence sqrt(p)
-        near = checks.colmax(xp.ascontiguousarray(u.conj().T @ q), False, False).max()
-        if not near <= tl_ / math.sqrt(p):
-            # Q spans W; where W is rank-deficient its other columns must still be
-            # orthogonal to the head, and where W is ill-conditioned its QR magnifies what
-            # is left of the head in it
-            for _ in range(2):
-                q -= u @ (u.conj().T @ q)
-            q = xp.linalg.qr(q)[0]
-        if zero:
-            ut, vbh, sb = q, None, np.zeros(p, real)
-        else:
-            b = q.conj().T @ wt
-            got = None
-            if deep and p >= LEVEL_MIN_SIDE:
-                got = _level(xp, b, small_svd, checks, atol, levels - 1)
-            if got is None:
-                ub, sb, vbh = small_svd(b)
-                sb = np.asarray(checks.to_host(sb))
-            else:
-                ub, sb, vbh = got
-            ut = q @ ub
+        q = _tail_basis(xp, checks, u, wt, tl_)
+        ub, sb, vbh = small_svd(q.conj().T @ wt)
+        ut = q @ ub
         cross = checks.colmax(xp.ascontiguousarray(u.conj().T @ ut), False, False).max()
         own = checks.colmax(xp.ascontiguousarray(ut.conj().T @ ut), True, True).max()
         if not (cross <= tl_ and own <= tl_):
-            if deep and not qr_head:
-                return _level(xp, a, small_svd, checks, atol_in, levels, qr_head=True)
             return None
         uu[:, h:] = ut
-        vv[h:] = vt.conj().T if vbh is None else vbh @ vt.conj().T
-        ss[h:] = sb
+        vv[h:] = vbh @ vt.conj().T
+        ss[h:] = checks.to_host(sb)
     return uu, ss, vv
+
+
+def _levels(xp, a, small_svd: Callable, checks: Checks, levels: int):
+    """Up to ``levels`` Gram levels of the tall matrix ``a`` (the module docstring's "Levels"):
+    ``(uu, ss, vv)`` with ss on the host, not sorted, or None (declined).
+
+    Each level works on W, what is left of A: m x p, orthogonal to the heads found so far,
+    with its right basis B (n x p, orthonormal: W = A B less the heads). Its head's U is made
+    orthogonal to the earlier heads and orthonormalized by a QR (the first level's only where
+    its columns are not orthonormal to the tolerance already), and both residuals,
+    |W z_j - s_j u_j| and |W^H u_j - s_j z_j|, are checked against the absolute tolerance of A.
+    What is left goes on to the next level. The only QRs of a tail's size are the last:
+    the complement of exact zeros, or the basis of a tail given to ``small_svd``."""
+    m, n = a.shape
+    real = real_dtype(a.dtype)
+    tl_ = tol(real)
+    eps = float(np.finfo(real).eps)
+    us: list = []  # the heads' U, V (n x h) and s (host), level by level
+    vs: list = []
+    ss: list = []
+    w, basis = a, None  # what is left, and its right basis (None: the identity)
+    atol = None
+    tail = None  # the last part: (u, v, s)
+    for level in range(levels):
+        p = w.shape[1]
+        wh = w.conj().T
+        lam, z = xp.linalg.eigh(wh @ w)
+        s_host = np.sqrt(np.maximum(np.asarray(checks.to_host(lam))[::-1], 0))
+        s_host = s_host.astype(real, copy=False)
+        top = float(s_host[0])
+        if not top < math.inf:
+            return None
+        if atol is None:
+            if not top > 0.0:
+                return None
+            atol = tl_ * top
+        z = z[:, ::-1]
+        # eigh's error in s_i^2 is about eps top^2, so column i's residual is about
+        # eps top^2 / s_i: those within LEVEL_MARGIN of the tolerance are tried
+        h = int(np.count_nonzero(s_host >= LEVEL_MARGIN * eps * top * top / atol))
+        h = min(h, int(np.count_nonzero(s_host > 0)))
+        u_prev = xp.concatenate(us, axis=1) if us else None
+        if h:
+            zh = xp.ascontiguousarray(z[:, :h])
+            sd = xp.asarray(s_host[:h])
+            y = xp.ascontiguousarray(w @ zh)  # W Z = U S
+            u = y.copy()
+            checks.scale_cols(u, sd)
+            if u_prev is None:
+                res = checks.resid_norms(xp.ascontiguousarray(wh @ u), zh, sd)
+                off = checks.colmax(xp.ascontiguousarray(u.conj().T @ u), True, True)
+                h_res, h_off = _first_bad(res <= atol), _first_bad(off <= tl_)
+                qr = h_off < h_res and h_off < GRAM_HEAD_MIN * p
+                h = h_res if qr else min(h_res, h_off)
+            else:
+                # W is orthogonal to the earlier heads only to about eps |W|, which dividing
+                # by s_j magnifies
+                for _ in range(2):
+                    u = u - u_prev @ (u_prev.conj().T @ u)
+                qr = True
+            if qr and h:
+                # in order, the largest singular values first (their columns are the most
+                # accurate): each column moves by about eps top^2 / s_j, which the residuals
+                # of both sides, checked again, hold within the tolerance
+                u = _head_qr(xp, u[:, :h])
+                res1 = checks.resid_norms(xp.ascontiguousarray(wh @ u), zh[:, :h], sd[:h])
+                res2 = checks.resid_norms(y[:, :h], xp.ascontiguousarray(u), sd[:h])
+                h = _first_bad((res1 <= atol) & (res2 <= atol))
+                if h and u_prev is not None:
+                    cross = checks.colmax(
+                        xp.ascontiguousarray(u_prev.conj().T @ u[:, :h]), False, False
+                    )
+                    h = min(h, _first_bad(cross <= tl_))
+            if level == 0 and h == 0:
+                return None
+        if h:
+            us.append(u[:, :h])
+            vs.append(zh[:, :h] if basis is None else basis @ zh[:, :h])
+            ss.append(s_host[:h])
+        if h == p:
+            break
+        zt = z[:, h:]
+        w = w @ zt
+        if h:
+            uh = us[-1]
+            for _ in range(2):  # twice: once loses orthogonality where W is small
+                w -= uh @ (uh.conj().T @ w)
+        basis = zt if basis is None else basis @ zt
+        p = w.shape[1]
+        u_all = xp.concatenate(us, axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            rest = float(xp.linalg.norm(w))
+        if rest <= atol:
+            # every singular value left within the tolerance of 0: they are 0, with the
+            # heads' complement as their U (from a fixed random matrix: of full rank, unlike W)
+            q = xp.asarray(_probe_matrix(m, p, real)).astype(a.dtype, copy=False)
+            for _ in range(2):
+                q = q - u_all @ (u_all.conj().T @ q)
+            tail = (xp.linalg.qr(q)[0], basis, np.zeros(p, real))
+            break
+        if level == levels - 1 or p < LEVEL_MIN_SIDE or h == 0:
+            q = _tail_basis(xp, checks, u_all, w, tl_)
+            ub, sb, vbh = small_svd(q.conj().T @ w)
+            tail = (q @ ub, basis @ vbh.conj().T, np.asarray(checks.to_host(sb)))
+            break
+    if tail is not None:
+        u_all = xp.concatenate(us, axis=1)
+        ut = tail[0]
+        cross = checks.colmax(xp.ascontiguousarray(u_all.conj().T @ ut), False, False).max()
+        own = checks.colmax(xp.ascontiguousarray(ut.conj().T @ ut), True, True).max()
+        if not (cross <= tl_ and own <= tl_):
+            return None
+        us.append(ut)
+        vs.append(tail[1])
+        ss.append(tail[2])
+    uu = xp.concatenate(us, axis=1)
+    vv = xp.ascontiguousarray(xp.concatenate(vs, axis=1).conj().T)
+    return uu, np.concatenate(ss), vv
 
 
 class GramRoute:
