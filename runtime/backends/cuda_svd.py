@@ -342,9 +342,9 @@ def scale_cols(u, s) -> None:
     fn((min((u.size + 255) // 256, 4096),), (256,), (u, s, np.int64(rows), np.int64(cols)))
 
 
-def resid_norms(y, v, s) -> np.ndarray:
+def resid_norms(y, v, s, fetch: bool = True):
     """|y[:, j] - s[j] v[:, j]| for every column j (y, v C-contiguous, of one shape), on the
-    host."""
+    host (on the device, not waited for, with ``fetch=False``)."""
     rows, cols = y.shape
     out = cp.zeros(cols, s.dtype)
     _launch(
@@ -353,12 +353,14 @@ def resid_norms(y, v, s) -> np.ndarray:
         cols,
         (y, v, s, np.int64(rows), np.int64(cols), out),
     )
-    return np.sqrt(cp.asnumpy(out))
+    out = cp.sqrt(out)
+    return cp.asnumpy(out) if fetch else out
 
 
-def colmax(e, triangular: bool, identity: bool) -> np.ndarray:
+def colmax(e, triangular: bool, identity: bool, fetch: bool = True):
     """The largest |e[i, j] - (identity and i == j)| of each column j, over i <= j where
-    ``triangular`` (e C-contiguous), on the host; NaN where the column holds one."""
+    ``triangular`` (e C-contiguous), on the host (on the device, not waited for, with
+    ``fetch=False``); NaN where the column holds one."""
     rows, cols = e.shape
     real = real_dtype(e.dtype)
     out = cp.zeros(cols, real)
@@ -368,7 +370,7 @@ def colmax(e, triangular: bool, identity: bool) -> np.ndarray:
         cols,
         (e, np.int64(rows), np.int64(cols), np.int32(triangular), np.int32(identity), out),
     )
-    return cp.asnumpy(out)
+    return cp.asnumpy(out) if fetch else out
 
 
 CUDA_CHECKS = Checks(cp.asnumpy, scale_cols, resid_norms, colmax)
@@ -389,8 +391,8 @@ def svd_kernel(fallback, fallback_host) -> Any:
         return 2.0 ** -math.ceil(math.log2(norm))
 
     def small_svd(b):
-        """The SVD of the Gram route's p x p tail factor: the host's LAPACK below MIN_SIDE,
-        else gesvdp where it is accurate, else gesvd."""
+        """The SVD of the Gram route's p x p tail factor: the host's LAPACK below MIN_SIDE
+        (``b`` may then be a host array), else gesvdp where it is accurate, else gesvd."""
         if b.shape[0] < MIN_SIDE:
             COUNTERS["tail_host"] += 1
             return _host_svd(b, fallback_host)
@@ -401,7 +403,9 @@ def svd_kernel(fallback, fallback_host) -> Any:
         COUNTERS["tail_gesvd"] += 1
         return fallback(b)
 
-    gram = GramRoute(cp, CUDA_CHECKS, small_svd, COUNTERS)
+    # a tail below MIN_SIDE goes to the host's LAPACK, which then runs while the GPU checks
+    # the head
+    gram = GramRoute(cp, CUDA_CHECKS, small_svd, COUNTERS, host_small=MIN_SIDE)
     # the levels route: after gesvdp, for what it leaves (no rest: gesvd is dearer still)
     levels = GramRoute(
         cp,
