@@ -315,3 +315,36 @@ def test_levels_on_random_spectra_match_numpy(m, n, dtype, decay, zeros, seed):
         pytest.fail(f"levels declined {m}x{n} {dtype} decay {decay} zeros {zeros}")
     _check(x, *got, dtype)
     np.testing.assert_allclose(got[1], spectrum, atol=10 * TOL[dtype])
+
+
+@pytest.mark.parametrize("n, rank, seed", [(74, 37, 601834405), (321, 169, 575769056)])
+def test_levels_keep_a_square_matrix_with_exact_zeros(n, rank, seed):
+    """(A fuzzer's find.) The zeros' basis comes from a square random matrix with the heads
+    projected out, whose QR magnified what was left of the heads (cross 1153 ulp): it is
+    projected and orthonormalized again, as the tail's basis is."""
+    spectrum = np.r_[np.linspace(1, 0.5, rank), np.zeros(n - rank)]
+    x = _matrix((n, n), "float64", spectrum, seed=seed)
+    got, _ = _levels(x)
+    assert got is not None
+    _check(x, *got, "float64")
+    np.testing.assert_allclose(got[1], spectrum, atol=10 * TOL["float64"])
+
+
+def test_a_tail_factor_whose_v_is_not_unitary_is_declined(monkeypatch):
+    """V's tail factor comes from ``small_svd`` unchecked by U's check: a right factor off
+    from unitary by more than the tolerance makes the route decline."""
+    spectrum = np.r_[np.linspace(1, 0.5, 240), np.logspace(-3, -6, 60)]
+    x = _matrix((300, 300), "float64", spectrum, seed=15)
+    a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
+
+    def skewed(b):
+        u, s, vh = np.linalg.svd(b, full_matrices=False)
+        return u, s, vh * (1 + 1e-9)
+
+    def exact(b):
+        return np.linalg.svd(b, full_matrices=False)
+
+    for levels in (1, 4):  # one level's tail, and the levels' last (60 columns: below 128)
+        kw = {"levels": levels, "precheck": False}
+        assert gs.gram_svd(np, a, exact, 1.0, gs.NUMPY_CHECKS, **kw) is not None
+        assert gs.gram_svd(np, a, skewed, 1.0, gs.NUMPY_CHECKS, **kw) is None

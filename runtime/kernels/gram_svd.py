@@ -213,6 +213,14 @@ def _head_qr(xp, u):
     return q * xp.where(mag == 0, 1, d / xp.where(mag == 0, 1, mag))
 
 
+def _unitary(xp, checks: Checks, vbh, tl_: float) -> bool:
+    """Whether the tail's right factor from ``small_svd`` (p x p) is unitary to the tolerance:
+    V is not checked otherwise, and LAPACK's gesdd gave one 900 ulp from it where gesvd gave
+    16 (U's own check, on the product with the tail's basis, covers the left one)."""
+    e = xp.ascontiguousarray(vbh @ vbh.conj().T)
+    return bool(checks.colmax(e, True, True).max() <= tl_) if e.size else True
+
+
 def _tail_basis(xp, checks: Checks, u, w, tl_: float):
     """An orthonormal basis of ``w``'s columns (m x p), orthogonal to ``u``'s (orthonormal)."""
     p = w.shape[1]
@@ -297,6 +305,9 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
             q, wt, b = tail(h)
             factors = small_svd(b)
         ub, sb, vbh = factors
+        vbh = xp.asarray(vbh)
+        if not _unitary(xp, checks, vbh, tl_):
+            return None
         ut = q @ xp.asarray(ub)
         uh = uu[:, :h]
         cross = checks.colmax(xp.ascontiguousarray(uh.conj().T @ ut), False, False).max()
@@ -304,7 +315,7 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
         if not (cross <= tl_ and own <= tl_):
             return None
         uu[:, h:] = ut
-        vv[h:] = xp.asarray(vbh) @ v[:, h:].conj().T
+        vv[h:] = vbh @ v[:, h:].conj().T
         ss[h:] = checks.to_host(sb)
     return uu, ss, vv
 
@@ -402,14 +413,18 @@ def _levels(xp, a, small_svd: Callable, checks: Checks, levels: int):
         if rest <= atol:
             # every singular value left within the tolerance of 0: they are 0, with the
             # heads' complement as their U (from a fixed random matrix: of full rank, unlike W)
+            # (its QR again where the random matrix's condition, as a square one's can be,
+            # magnified what was left of the heads in it)
             q = xp.asarray(_probe_matrix(m, p, real)).astype(a.dtype, copy=False)
             for _ in range(2):
                 q = q - u_all @ (u_all.conj().T @ q)
-            tail = (xp.linalg.qr(q)[0], basis, np.zeros(p, real))
+            tail = (_tail_basis(xp, checks, u_all, q, tl_), basis, np.zeros(p, real))
             break
         if level == levels - 1 or p < LEVEL_MIN_SIDE or h == 0:
             q = _tail_basis(xp, checks, u_all, w, tl_)
             ub, sb, vbh = small_svd(q.conj().T @ w)
+            if not _unitary(xp, checks, vbh, tl_):
+                return None
             tail = (q @ ub, basis @ vbh.conj().T, np.asarray(checks.to_host(sb)))
             break
     if tail is not None:
