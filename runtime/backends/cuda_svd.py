@@ -23,20 +23,22 @@ magnitude or are rank-deficient its singular values can be off by 1e-10 to 1e-4 
 (it says so itself: ``h_err_sigma``, the size of the perturbation it committed; a DMRG split at
 chi=512 whose smallest singular values are 1e-30 came back with 2e-9). Its U and V stay
 orthonormal to 1e-14 even then: what is left undone is the diagonalization. A result is kept
-where ``h_err_sigma <= TOL_ULPS * eps * s_max`` (about what gesvd commits); otherwise the matrix
-is redone with gesvd. Every result kept meets that tolerance. (Finishing the diagonalization
-of U^H A V by Jacobi rotations instead was tried: cuSOLVER's gesvdj took longer on it than
-gesvd on A, 111 ms against 84 ms at 1024 x 986.) A try costs about a quarter of gesvd, so
-trying pays unless most tries fail: a kernel whose last ``FAILS_IN_A_ROW`` matrices were all
-redone goes past gesvdp for its next ``RETRY_AFTER`` calls, then tries gesvdp again.
+where ``h_err_sigma <= TOL_ULPS * eps * s_max`` (about what gesvd commits); otherwise the
+matrix goes on to the levels, then gesvd. Every result kept meets that tolerance. (Finishing
+the diagonalization of U^H A V by Jacobi rotations instead was tried: cuSOLVER's gesvdj took
+longer on it than gesvd on A, 111 ms against 84 ms at 1024 x 986.) A try costs about a
+quarter of gesvd, so trying pays unless most tries fail: a kernel whose last
+``FAILS_IN_A_ROW`` matrices gesvdp got wrong goes past gesvdp for its next ``RETRY_AFTER``
+calls, then tries gesvdp again.
 
 **What gesvdp leaves: the Gram route's levels** (``GRAM_LEVELS``, runtime/kernels/gram_svd.py
 "Levels"), then gesvd. A spectrum that falls over many orders of magnitude, as DMRG's, is
 declined by the one-level Gram route and often by gesvdp; the levels take it three orders of
-magnitude of s at a time, each an eigendecomposition and a QR of what is left. Measured on an
-H100 on the splits of a DMRG of L=20, chi=512 (benchmarks/results/dmrg_levels_session17_h100.txt):
-a 1024 x 1022 split in 52 ms where gesvd took 94 (and a failed gesvdp try 45 more), a 1024 x 512
-one in 24 ms against gesvd's 42. Where gesvdp is accurate it is faster still (16 ms on a
+magnitude of s at a time, each an eigendecomposition of what is left and a QR of its head.
+Measured on an H100 on the splits of a DMRG of L=20, chi=512 (``python
+benchmarks/dmrg_splits.py``, benchmarks/results/dmrg_splits_session17_h100.txt): a 1024 x 994
+split in 39-51 ms where gesvd took 83-85 (and a failed gesvdp try 45 more), a 1024 x 512 one in
+20 ms against gesvd's 39-40. Where gesvdp is accurate it is faster still (16 ms on a
 512 x 1024 split), so it stays first; one failure sends a kernel past it (``FAILS_IN_A_ROW``):
 DMRG calls each split kernel once a sweep, and a kernel whose matrix gesvdp got wrong gets the
 same kind of matrix next time.
@@ -46,8 +48,9 @@ same kind of matrix next time.
 
 Where gesvd is used from the start: batches of matrices with a side below ``MIN_SIDE``,
 ``full_matrices=True`` on non-square matrices, empty or non-finite inputs (gesvd's own NaN
-results or error stand), ROCm, a libcusolver without gesvdp, and ``deterministic=True`` (every
-run must give the bits of the first, whatever an earlier call's check decided).
+results or error stand), ROCm, and ``deterministic=True`` (every run must give the bits of the
+first, whatever an earlier call's check decided). A libcusolver without gesvdp leaves the Gram
+route and its levels before gesvd.
 """
 
 from __future__ import annotations
@@ -71,9 +74,11 @@ from tenloom.runtime.kernels.gram_svd import (  # noqa: F401  (the tests read th
     tol,
 )
 
-# matrices done by gesvdp and kept; tried by gesvdp and redone by gesvd; done by gesvd directly
-# (a small single matrix done on the host); done through the Gram matrix (its head) and kept;
-# tried through the Gram matrix and passed on to gesvdp; the Gram path's tail factors by route
+# matrices done by gesvdp and kept; run by gesvdp and not accurate (then the levels or gesvd);
+# done by gesvd without a gesvdp failure before it; a small single matrix done on the host;
+# done through the Gram matrix (its head) and kept; tried through the Gram matrix and passed on;
+# done by the levels and kept; tried by them and passed on to gesvd; the Gram path's tail
+# factors by route
 COUNTERS = counter(
     "runtime.cuda_svd",
     gram=0,
@@ -335,8 +340,16 @@ def _launch(fn, rows: int, cols: int, args) -> None:
     fn(((cols + 31) // 32, (rows + 255) // 256), (32, 8), args)
 
 
+def _contiguous(*arrays) -> None:
+    # the kernels index raw pointers (a RawKernel gets no strides)
+    for a in arrays:
+        if not a.flags.c_contiguous:
+            raise ValueError("cuda_svd: the column checks take C-contiguous arrays")
+
+
 def scale_cols(u, s) -> None:
     """u[:, j] /= s[j] in place (u C-contiguous)."""
+    _contiguous(u, s)
     rows, cols = u.shape
     fn = _checks(u.dtype).get_function("scale_cols")
     fn((min((u.size + 255) // 256, 4096),), (256,), (u, s, np.int64(rows), np.int64(cols)))
@@ -345,6 +358,7 @@ def scale_cols(u, s) -> None:
 def resid_norms(y, v, s, fetch: bool = True):
     """|y[:, j] - s[j] v[:, j]| for every column j (y, v C-contiguous, of one shape), on the
     host (on the device, not waited for, with ``fetch=False``)."""
+    _contiguous(y, v, s)
     rows, cols = y.shape
     out = cp.zeros(cols, s.dtype)
     _launch(
@@ -361,6 +375,7 @@ def colmax(e, triangular: bool, identity: bool, fetch: bool = True):
     """The largest |e[i, j] - (identity and i == j)| of each column j, over i <= j where
     ``triangular`` (e C-contiguous), on the host (on the device, not waited for, with
     ``fetch=False``); NaN where the column holds one."""
+    _contiguous(e)
     rows, cols = e.shape
     real = real_dtype(e.dtype)
     out = cp.zeros(cols, real)
@@ -396,7 +411,7 @@ def svd_kernel(fallback, fallback_host) -> Any:
         if b.shape[0] < MIN_SIDE:
             COUNTERS["tail_host"] += 1
             return _host_svd(b, fallback_host)
-        got = by_gesvdp(b)
+        got = by_gesvdp(b)[0]
         if got is not None:
             COUNTERS["tail_gesvdp"] += 1
             return got
@@ -418,34 +433,37 @@ def svd_kernel(fallback, fallback_host) -> Any:
     )
 
     def one(x, polar: bool):
-        """The SVD by the first route that is accurate, with whether gesvdp was tried and
-        failed (None where every route declined: gesvd's turn)."""
+        """The SVD by the first route that is accurate (None where every route declined:
+        gesvd's turn), with whether gesvdp ran and was not accurate."""
         got = gram(x)
         if got is not None:
             return got, False
         failed = False
         if polar:
-            got = by_gesvdp(x)
+            got, failed = by_gesvdp(x)
             if got is not None:
                 COUNTERS["gesvdp"] += 1
                 return got, False
-            failed = True
         if GRAM_LEVELS > 1:
             got = levels(x)
         return got, failed
 
     def by_gesvdp(x):
-        m, n = x.shape
+        """``(factors, tried)``: gesvdp's SVD of ``x`` where it is accurate, else None, and
+        whether gesvdp ran (it does not without the library or a handle, or for a matrix
+        whose norm is 0 or overflows)."""
         lib = _lib()
-        if lib is None:
-            return None
-        scale = scale_of(x)
+        scale = scale_of(x) if lib is not None else None
         if scale is None:
-            return None
+            return None, False
         device = cp.cuda.Device().id
         hp = _checkout(lib, device)
         if hp is None:
-            return None
+            return None, False
+        return polar_svd(x, lib, hp, scale, device), True
+
+    def polar_svd(x, lib, hp, scale: float, device: int):
+        m, n = x.shape
         try:
             if n >= m:  # B = x^T is n x m column-major, tall: x = conj(V) s U^T
                 b = cp.empty((m, n), x.dtype)

@@ -39,24 +39,31 @@ of a few.
 level resolves the singular values within about 32x of s_max: below that U's columns are not
 orthonormal to the tolerance. A spectrum that falls over many orders of magnitude, as a DMRG
 split's (1e-14 within 512 values, then exact zeros), is then left to the tail, and the tail's
-p x p factor to ``small_svd`` at the cost of a whole SVD. With levels:
+p x p factor to ``small_svd`` at the cost of a whole SVD. With levels (``_levels``):
 - A level's head is orthonormalized by a QR, in order from the largest singular value (whose
   columns are the most accurate), and both residuals of each column, |A v_j - s_j u_j| and
   |A^H u_j - s_j v_j|, are checked again. The head then reaches the values whose residual
-  eps s_max^2 / s_j is within the tolerance: about 1000x below s_max, not 32x.
-- The tail's factor is solved by the next level, held to the same absolute tolerance (1024
-  ulp of the whole matrix's s_max, not of the factor's own). Its norm is about s_max / 1000, so
-  the next level resolves the values down to about eps s_max^2 / 1000^2 / tol: 1e-9 of s_max
-  in float64, and the one after that the rest. Three to four levels take a float64 spectrum to
-  its exact zeros; each costs an eigendecomposition and a QR of what is left.
-- A tail whose Frobenius norm is within the tolerance has singular values within the
-  tolerance of 0: they are returned as 0, with an orthonormal basis of the head's complement
-  (a fixed random matrix made orthogonal to the head, by a QR) as their U. Where LAPACK gives
-  1e-17 there, this route gives 0; values above the tolerance come out more accurate than
-  LAPACK's, as each level measures them against a smaller norm.
-- Where a head is small against its tail, the tail's basis comes from one QR of [head, W]: W
-  alone is rank-deficient on such spectra, and its QR's extra columns would not be orthogonal
-  to the head.
+  eps s_max^2 / s_j is within the tolerance: about 1000x below s_max, not 32x. (The first
+  level keeps its head as it is where its columns are orthonormal already, as a Gaussian
+  matrix's are; a deeper level's head is always made orthogonal to the earlier heads first.)
+- What is left, W (m x p, with its right basis), goes to the next level, held to the same
+  absolute tolerance (1024 ulp of the whole matrix's s_max, not of W's own). W's norm is about
+  s_max / 1000, so the next level resolves the values down to about eps s_max^2 / 1000^2 /
+  tol: 1e-9 of s_max in float64, and the one after that the rest. Three to four levels take a
+  float64 spectrum to its exact zeros; each costs an eigendecomposition of W^H W and a QR of
+  its head.
+- A W whose Frobenius norm is within the tolerance has singular values within the tolerance
+  of 0: they are returned as 0, with an orthonormal basis of the heads' complement (a fixed
+  random matrix made orthogonal to the heads, by a QR) as their U. Where LAPACK gives 1e-17
+  there, this route gives 0; values above the tolerance come out more accurate than LAPACK's,
+  as each level measures them against a smaller norm.
+- A W narrower than ``LEVEL_MIN_SIDE``, or the last level's, goes to ``small_svd`` through an
+  orthonormal basis of its columns (``_tail_basis``: a QR, made orthogonal to the heads again
+  where W's rank deficiency or condition left the QR's columns short of it).
+
+**V is checked too.** Both routes check V's rows orthonormal to the tolerance at the end (one
+n x n product): the eigendecomposition's V is not to be trusted (multithreaded OpenBLAS's
+syevd gave one 27x the tolerance from orthonormal), nor a tail factor from LAPACK's gesdd.
 
 **Signs.** The route and LAPACK choose different signs (phases) for the singular vectors, and
 different bases for a repeated singular value. Functions that are invariant under those
@@ -133,10 +140,18 @@ def _probe_vector(n: int, real) -> np.ndarray:
     return v
 
 
-@functools.lru_cache(maxsize=8)
 def _probe_matrix(m: int, p: int, real) -> np.ndarray:
     """A fixed Gaussian m x p matrix (the same for the same shape: the route depends on the
-    matrix alone), kept: drawing it took 3 ms at 957 x 510, as long as a level's QR on a GPU."""
+    matrix alone). Those of up to 2^21 values are kept (at most 16 MiB each): drawing one took
+    3 ms at 957 x 510, as long as a level's QR on a GPU; a bigger one is drawn each time, which
+    is small against an SVD of its size."""
+    if m * p <= 1 << 21:
+        return _kept_probe_matrix(m, p, np.dtype(real))
+    return np.random.default_rng(m * 7919 + p).standard_normal((m, p)).astype(real)
+
+
+@functools.lru_cache(maxsize=8)
+def _kept_probe_matrix(m: int, p: int, real) -> np.ndarray:
     z = np.random.default_rng(m * 7919 + p).standard_normal((m, p)).astype(real)
     z.flags.writeable = False
     return z
@@ -213,11 +228,13 @@ def _head_qr(xp, u):
     return q * xp.where(mag == 0, 1, d / xp.where(mag == 0, 1, mag))
 
 
-def _unitary(xp, checks: Checks, vbh, tl_: float) -> bool:
-    """Whether the tail's right factor from ``small_svd`` (p x p) is unitary to the tolerance:
-    V is not checked otherwise, and LAPACK's gesdd gave one 900 ulp from it where gesvd gave
-    16 (U's own check, on the product with the tail's basis, covers the left one)."""
-    e = xp.ascontiguousarray(vbh @ vbh.conj().T)
+def _unitary(xp, checks: Checks, vh, tl_: float) -> bool:
+    """Whether the rows of ``vh`` (k x n) are orthonormal to the tolerance. V is the
+    eigendecomposition's, times the tails' factors from ``small_svd``, and neither is to be
+    trusted: with several threads, OpenBLAS's syevd gave a 300 x 300 V 27x the tolerance from
+    orthonormal (eigenvalues clustered at eps s_max^2 and at 0), and LAPACK's gesdd a tail
+    factor 900 ulp from it where gesvd gave 16. One k x k product."""
+    e = xp.ascontiguousarray(vh @ vh.conj().T)
     return bool(checks.colmax(e, True, True).max() <= tl_) if e.size else True
 
 
@@ -306,8 +323,6 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
             factors = small_svd(b)
         ub, sb, vbh = factors
         vbh = xp.asarray(vbh)
-        if not _unitary(xp, checks, vbh, tl_):
-            return None
         ut = q @ xp.asarray(ub)
         uh = uu[:, :h]
         cross = checks.colmax(xp.ascontiguousarray(uh.conj().T @ ut), False, False).max()
@@ -317,6 +332,8 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
         uu[:, h:] = ut
         vv[h:] = vbh @ v[:, h:].conj().T
         ss[h:] = checks.to_host(sb)
+    if not _unitary(xp, checks, vv, tl_):
+        return None
     return uu, ss, vv
 
 
@@ -383,8 +400,9 @@ def _levels(xp, a, small_svd: Callable, checks: Checks, levels: int):
                 # accurate): each column moves by about eps top^2 / s_j, which the residuals
                 # of both sides, checked again, hold within the tolerance
                 u = _head_qr(xp, u[:, :h])
-                res1 = checks.resid_norms(xp.ascontiguousarray(wh @ u), zh[:, :h], sd[:h])
-                res2 = checks.resid_norms(y[:, :h], xp.ascontiguousarray(u), sd[:h])
+                zc, yc = xp.ascontiguousarray(zh[:, :h]), xp.ascontiguousarray(y[:, :h])
+                res1 = checks.resid_norms(xp.ascontiguousarray(wh @ u), zc, sd[:h])
+                res2 = checks.resid_norms(yc, xp.ascontiguousarray(u), sd[:h])
                 h = _first_bad((res1 <= atol) & (res2 <= atol))
                 if h and u_prev is not None:
                     cross = checks.colmax(
@@ -423,8 +441,6 @@ def _levels(xp, a, small_svd: Callable, checks: Checks, levels: int):
         if level == levels - 1 or p < LEVEL_MIN_SIDE or h == 0:
             q = _tail_basis(xp, checks, u_all, w, tl_)
             ub, sb, vbh = small_svd(q.conj().T @ w)
-            if not _unitary(xp, checks, vbh, tl_):
-                return None
             tail = (q @ ub, basis @ vbh.conj().T, np.asarray(checks.to_host(sb)))
             break
     if tail is not None:
@@ -439,6 +455,8 @@ def _levels(xp, a, small_svd: Callable, checks: Checks, levels: int):
         ss.append(tail[2])
     uu = xp.concatenate(us, axis=1)
     vv = xp.ascontiguousarray(xp.concatenate(vs, axis=1).conj().T)
+    if not _unitary(xp, checks, vv, tl_):
+        return None
     return uu, np.concatenate(ss), vv
 
 
