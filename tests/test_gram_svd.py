@@ -375,3 +375,20 @@ def test_an_eigendecomposition_whose_v_is_not_orthonormal_is_declined(levels):
     kw = {"levels": levels, "precheck": False}
     assert gs.gram_svd(np, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is not None
     assert gs.gram_svd(XP(), a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is None
+
+
+def test_narrow_tail_factors_go_to_gesvd_and_wide_ones_to_the_fallback():
+    calls = []
+
+    def fallback(b):
+        calls.append(b.shape)
+        return np.linalg.svd(b, full_matrices=False)
+
+    rng = np.random.default_rng(17)
+    for n in (gs.GESVD_BELOW - 1, gs.GESVD_BELOW):
+        b = rng.standard_normal((n, n))
+        u, s, vh = gs.host_tail_svd(b, fallback)
+        np.testing.assert_allclose((u * s) @ vh, b, atol=1e-12)
+    assert calls == [(gs.GESVD_BELOW, gs.GESVD_BELOW)]
+    with pytest.raises(np.linalg.LinAlgError):  # a non-finite factor: gesdd's own verdict
+        gs.host_tail_svd(np.full((4, 4), np.nan), lambda b: np.linalg.svd(b))

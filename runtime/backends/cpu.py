@@ -201,7 +201,7 @@ def _svd(be: Backend, node: Node):
     plan called twice on the same matrix gives the same factors; the route and LAPACK may pick
     different signs for the singular vectors."""
     from tenloom.graph.ops.decompositions import svd_arrays
-    from tenloom.runtime.kernels.gram_svd import NUMPY_CHECKS, GramRoute
+    from tenloom.runtime.kernels.gram_svd import NUMPY_CHECKS, GramRoute, host_tail_svd
 
     full = node.attrs.full
     *batch, m, n = node.inputs[0].shape
@@ -209,7 +209,7 @@ def _svd(be: Backend, node: Node):
         return None  # the reference
 
     def small(b):
-        return svd_arrays(b, False)
+        return host_tail_svd(b, lambda b: svd_arrays(b, False))
 
     route = GramRoute(np, NUMPY_CHECKS, small, SVD_COUNTERS, history=False)
 

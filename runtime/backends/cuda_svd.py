@@ -70,6 +70,7 @@ from tenloom.runtime.kernels.gram_svd import (  # noqa: F401  (the tests read th
     TOL_ULPS,
     Checks,
     GramRoute,
+    host_tail_svd,
     real_dtype,
     tol,
 )
@@ -410,7 +411,7 @@ def svd_kernel(fallback, fallback_host) -> Any:
         (``b`` may then be a host array), else gesvdp where it is accurate, else gesvd."""
         if b.shape[0] < MIN_SIDE:
             COUNTERS["tail_host"] += 1
-            return _host_svd(b, fallback_host)
+            return _host_svd(b, lambda h: host_tail_svd(h, fallback_host))
         got = by_gesvdp(b)[0]
         if got is not None:
             COUNTERS["tail_gesvdp"] += 1
