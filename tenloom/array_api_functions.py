@@ -459,12 +459,20 @@ def _cumulative(name: str, x: Any, axis: Any, dtype: Any, include_initial: built
     out_dt = (
         np.dtype(dtype) if dtype is not None else getattr(tl, name)(tl.zeros((1,), x.dtype)).dtype
     )
-    xm = tl.astype(_onto_last(x, ax), out_dt)
-    n = xm.shape[-1]
-    tri = tl.asarray(np.tri(n, n, 0, dtype=np.bool_))  # [k, j]: j <= k
-    fill = tl.full((), 0 if name == "sum" else 1, out_dt)
-    out = getattr(tl, name)(tl.where(tri, tl.expand_dims(xm, -2), fill), -1)
-    out = out if out.dtype == out_dt else tl.astype(out, out_dt)
+    out = tl.astype(_onto_last(x, ax), out_dt)
+    # a scan in log2(n) steps (Hillis and Steele): out[i] op= out[i - k] for i >= k, k = 1, 2,
+    # 4, ... The elements before k are kept by a where, never combined with an identity: a sum
+    # filled with 0 turned a leading -0.0 into +0.0, and a product filled with 1 + 0j turned a
+    # complex infinity into NaN (inf * 0 in its imaginary part). It also holds n elements per
+    # step where the masked reduction it replaces held n^2.
+    combine = tl.add if name == "sum" else tl.multiply
+    n = out.shape[-1]
+    k = 1
+    while k < n:
+        later = tl.asarray(np.arange(n) >= k)
+        shifted = tl.concatenate([out[..., :k], out[..., : n - k]], -1)  # the first k: masked
+        out = tl.where(later, combine(shifted, out), out)
+        k *= 2
     if include_initial:
         out = tl.concatenate(
             [

@@ -350,3 +350,31 @@ def test_array_api_nextafter_is_numpys_over_the_whole_range(dtype):
         np.testing.assert_array_equal(got, want)
         known = ~np.isnan(want)
         assert np.array_equal(np.signbit(got)[known], np.signbit(want)[known])
+
+
+def test_array_api_cumulative_ops_keep_signs_and_infinities_and_scale_linearly():
+    """(Left in session 16.) The cumulative ops were masked reductions over an n x n
+    triangle: a leading -0.0 came out +0.0 (a sum filled with +0.0) and a leading complex
+    infinity NaN (a product filled with 1 + 0j: inf * 0 in the imaginary part), and an axis of
+    n held n^2 elements. They are now a scan in log2(n) steps."""
+    import tenloom.array_api as xa
+
+    for x in (np.array([-0.0]), np.array([-0.0, -0.0, 2.0]), np.array([[-0.0, 1.0]] * 2)):
+        got = xa.cumulative_sum(tl.asarray(x), axis=-1).evaluate()
+        want = np.cumsum(x, axis=-1)
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+    c = np.array([complex(np.inf, 0.0), 2 + 1j])
+    got = xa.cumulative_prod(tl.asarray(c)).evaluate()
+    assert got[0] == c[0] and np.isinf(got[1].real) and np.isinf(got[1].imag)
+    for n in (1, 2, 3, 7, 64, 65):
+        x = np.random.default_rng(n).standard_normal((2, n))
+        np.testing.assert_allclose(
+            xa.cumulative_sum(tl.asarray(x), axis=1).evaluate(), np.cumsum(x, 1), atol=1e-12
+        )
+        np.testing.assert_allclose(
+            xa.cumulative_prod(tl.asarray(x), axis=1).evaluate(), np.cumprod(x, 1), rtol=1e-12
+        )
+    big = np.random.default_rng(1).standard_normal(200_000)  # its n^2 mask: 40 GB of bools
+    got = xa.cumulative_sum(tl.asarray(big)).evaluate()
+    np.testing.assert_allclose(got, np.cumsum(big), atol=1e-9)
