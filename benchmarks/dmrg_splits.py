@@ -4,12 +4,13 @@ what the others would take on it, and a per-sweep breakdown of a GPU sweep.
     python benchmarks/dmrg_splits.py [--L 20] [--chi 512] [--warm 3] [--sweeps 4]
 
 A DMRG of the Heisenberg chain (examples/dmrg.py) runs ``--warm`` sweeps on the GPU. The next
-sweep keeps every split matrix with both sides at least 128. Each is then timed (median of 3,
-synchronized) through cuSOLVER's gesvd as tenloom's fallback calls it, through the SVD kernel
-as it is (its route counted), and through the kernel with the levels off
-(``GRAM_LEVELS = 1``), with the singular values' error against NumPy's and U's and V's
-orthonormality. Then ``--sweeps`` more sweeps run with a synchronization after every split:
-the split's share of each sweep, and any split over 1.4x its fastest time.
+sweep keeps every split matrix with both sides at least 128. Each is then timed (the median of
+3 samples of ``harness.time_calls``, synchronized) through cuSOLVER's gesvd as tenloom's
+fallback calls it, through the SVD kernel as it is (its route counted), and through the
+kernel with the levels off (``GRAM_LEVELS = 1``), with the singular values' error against
+NumPy's and U's and V's orthonormality. Then ``--sweeps`` more sweeps run with a
+synchronization after every split: the split's share of each sweep, and any split over 1.4x
+its fastest time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import dmrg as ex  # noqa: E402
+from harness import time_calls  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -62,16 +64,8 @@ def main(argv=None) -> None:
     for n, f in orig.items():
         setattr(k, n, f)
 
-    def timed(f, reps=3):
-        f()
-        sync()
-        ts = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            f()
-            sync()
-            ts.append(time.perf_counter() - t)
-        return float(np.median(ts)) * 1e3
+    def timed(f, reps=3):  # the median of the harness's samples, in ms, synchronized
+        return time_calls(lambda: (f(), sync()), reps)[0]["median_s"] * 1e3
 
     def gesvd(x):  # tenloom's fallback (runtime/backends/cuda.py _svd), tall ones transposed
         with cupyx.errstate(linalg="raise"):

@@ -72,6 +72,7 @@ from tenloom.runtime.kernels.gram_svd import (  # noqa: F401  (the tests read th
     GramRoute,
     host_tail_svd,
     real_dtype,
+    require_contiguous,
     tol,
 )
 
@@ -341,16 +342,9 @@ def _launch(fn, rows: int, cols: int, args) -> None:
     fn(((cols + 31) // 32, (rows + 255) // 256), (32, 8), args)
 
 
-def _contiguous(*arrays) -> None:
-    # the kernels index raw pointers (a RawKernel gets no strides)
-    for a in arrays:
-        if not a.flags.c_contiguous:
-            raise ValueError("cuda_svd: the column checks take C-contiguous arrays")
-
-
 def scale_cols(u, s) -> None:
     """u[:, j] /= s[j] in place (u C-contiguous)."""
-    _contiguous(u, s)
+    require_contiguous(u, s)
     rows, cols = u.shape
     fn = _checks(u.dtype).get_function("scale_cols")
     fn((min((u.size + 255) // 256, 4096),), (256,), (u, s, np.int64(rows), np.int64(cols)))
@@ -359,7 +353,7 @@ def scale_cols(u, s) -> None:
 def resid_norms(y, v, s, fetch: bool = True):
     """|y[:, j] - s[j] v[:, j]| for every column j (y, v C-contiguous, of one shape), on the
     host (on the device, not waited for, with ``fetch=False``)."""
-    _contiguous(y, v, s)
+    require_contiguous(y, v, s)
     rows, cols = y.shape
     out = cp.zeros(cols, s.dtype)
     _launch(
@@ -376,7 +370,7 @@ def colmax(e, triangular: bool, identity: bool, fetch: bool = True):
     """The largest |e[i, j] - (identity and i == j)| of each column j, over i <= j where
     ``triangular`` (e C-contiguous), on the host (on the device, not waited for, with
     ``fetch=False``); NaN where the column holds one."""
-    _contiguous(e)
+    require_contiguous(e)
     rows, cols = e.shape
     real = real_dtype(e.dtype)
     out = cp.zeros(cols, real)

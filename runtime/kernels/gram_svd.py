@@ -104,21 +104,22 @@ class Checks(NamedTuple):
     # both take ``fetch=False``: the result left on the device, not waited for (to_host later)
 
 
-def _np_contiguous(*arrays) -> None:
-    # the CUDA checks' contract (their kernels index raw pointers), held here too so that the
-    # CPU's tests catch a strided argument
+def require_contiguous(*arrays) -> None:
+    """The column checks' contract: C-contiguous arrays (NumPy's or CuPy's). The CUDA kernels
+    index raw pointers (a RawKernel gets no strides); NumPy's checks hold it too, so that the
+    CPU's tests catch a strided argument."""
     for a in arrays:
         if not a.flags.c_contiguous:
             raise ValueError("gram_svd: the column checks take C-contiguous arrays")
 
 
 def _np_scale_cols(u, s) -> None:
-    _np_contiguous(u, s)
+    require_contiguous(u, s)
     u /= s
 
 
 def _np_resid_norms(y, v, s, fetch: bool = True) -> np.ndarray:
-    _np_contiguous(y, v, s)
+    require_contiguous(y, v, s)
     d = y - v * s
     if d.dtype.kind == "c":  # |d|^2 without a square root per element
         return np.sqrt((d.real * d.real + d.imag * d.imag).sum(axis=0))
@@ -126,7 +127,7 @@ def _np_resid_norms(y, v, s, fetch: bool = True) -> np.ndarray:
 
 
 def _np_colmax(e, triangular: bool, identity: bool, fetch: bool = True) -> np.ndarray:
-    _np_contiguous(e)
+    require_contiguous(e)
     if identity:
         e = e - np.eye(*e.shape, dtype=e.dtype)
     a = np.abs(np.triu(e) if triangular else e)
@@ -177,12 +178,16 @@ def _probe_matrix(m: int, p: int, real) -> np.ndarray:
     is small against an SVD of its size."""
     if m * p <= 1 << 21:
         return _kept_probe_matrix(m, p, np.dtype(real))
+    return _draw_probe_matrix(m, p, real)
+
+
+def _draw_probe_matrix(m: int, p: int, real) -> np.ndarray:
     return np.random.default_rng(m * 7919 + p).standard_normal((m, p)).astype(real)
 
 
 @functools.lru_cache(maxsize=8)
 def _kept_probe_matrix(m: int, p: int, real) -> np.ndarray:
-    z = np.random.default_rng(m * 7919 + p).standard_normal((m, p)).astype(real)
+    z = _draw_probe_matrix(m, p, real)
     z.flags.writeable = False
     return z
 
@@ -318,22 +323,21 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
     checks.scale_cols(u, s_dev)
 
     def tail(h: int):
-        """The tail after a head of h columns: (q, wt, b, small_svd's factors or None)."""
+        """The tail after a head of h columns: its basis q and its factor b = q^H W."""
         uh = u[:, :h]
         wt = a @ v[:, h:]
         for _ in range(2):  # twice: once loses orthogonality where W is small
             wt -= uh @ (uh.conj().T @ wt)
         q = _tail_basis(xp, checks, uh, wt, tl_)
-        b = q.conj().T @ wt
-        return q, wt, b
+        return q, q.conj().T @ wt
 
     early = None
     if h < n and n - h < host_small:
-        q, wt, b = tail(h)
-        early = (h, q, wt, checks.to_host(b))
+        q, b = tail(h)
+        early = (h, q, checks.to_host(b))
     res = checks.resid_norms(xp.ascontiguousarray(ah @ u), vh_, s_dev, fetch=False)
     off = checks.colmax(xp.ascontiguousarray(u.conj().T @ u), True, True, fetch=False)
-    factors = small_svd(early[3]) if early is not None else None  # while the device checks
+    factors = small_svd(early[2]) if early is not None else None  # while the device checks
     # column j is good where its residual is small and it is orthonormal to columns 0..j
     # (written so that NaN is bad)
     res, off = checks.to_host(res), checks.to_host(off)
@@ -347,9 +351,9 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
     ss = s_host.copy()
     if h < n:
         if early is not None and early[0] == h:
-            _, q, wt, _ = early
+            q = early[1]
         else:  # the checks cut the head shorter than predicted
-            q, wt, b = tail(h)
+            q, b = tail(h)
             factors = small_svd(b)
         ub, sb, vbh = factors
         vbh = xp.asarray(vbh)
@@ -473,8 +477,7 @@ def _levels(xp, a, small_svd: Callable, checks: Checks, levels: int):
             ub, sb, vbh = small_svd(q.conj().T @ w)
             tail = (q @ ub, basis @ vbh.conj().T, np.asarray(checks.to_host(sb)))
             break
-    if tail is not None:
-        u_all = xp.concatenate(us, axis=1)
+    if tail is not None:  # (u_all: the heads, as the tail was made against them)
         ut = tail[0]
         cross = checks.colmax(xp.ascontiguousarray(u_all.conj().T @ ut), False, False).max()
         own = checks.colmax(xp.ascontiguousarray(ut.conj().T @ ut), True, True).max()
