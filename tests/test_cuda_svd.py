@@ -322,3 +322,38 @@ def test_the_gram_paths_column_checks_match_numpy(dtype, shape):
     scaled = cp.asarray(u)
     cuda_svd.scale_cols(scaled, cp.asarray(s))
     np.testing.assert_allclose(scaled.get(), u / s, rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5, 3), (300, 40), (70, 700), (1, 1)])
+def test_offmax_by_herk_matches_the_products_triangle(dtype, shape):
+    """``offmax`` forms x^H x (x x^H for rows) by cuBLAS's herk/syrk, of which only the
+    upper triangle in C order is written: it must read as NumPy's product does, for both
+    orientations, an offset view and a NaN."""
+    from tenloom.runtime.backends import cuda_svd
+    from tenloom.runtime.kernels.gram_svd import _np_offmax
+
+    assert cuda_svd._rank_k() is not None  # the herk path, not the GEMM behind it
+    rng = np.random.default_rng(sum(shape) + 1)
+    cplx = np.dtype(dtype).kind == "c"
+    real = np.float32 if dtype in ("float32", "complex64") else np.float64
+    x = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if cplx else 0)
+    x = np.linalg.qr(x)[0] if shape[0] >= shape[1] else np.linalg.qr(x.T)[0].T
+    # off orthonormal by about 0.1: far above float32's rounding of a sum over 700 terms,
+    # and a conjugate or triangle mixed up would differ by as much
+    x = (x * (1 + 0.1 * rng.standard_normal(x.shape))).astype(dtype)
+    rtol = 1e-4 if real == np.float32 else 1e-10
+    atol = 4 * max(shape) * float(np.finfo(real).eps)
+    for rows in (False, True):
+        got = cuda_svd.offmax(cp.asarray(x), rows)
+        np.testing.assert_allclose(got, _np_offmax(x, rows), rtol=rtol, atol=atol)
+    big = cp.asarray(np.concatenate([x, x]))  # an offset view: data.ptr past the start
+    np.testing.assert_allclose(
+        cuda_svd.offmax(big[shape[0] :], False), _np_offmax(x), rtol=rtol, atol=atol
+    )
+    y = x.copy()
+    y[0, -1] = np.nan
+    assert np.isnan(cuda_svd.offmax(cp.asarray(y))[-1])
+    if min(shape) > 1:
+        with pytest.raises(ValueError, match="C-contiguous"):
+            cuda_svd.offmax(cp.asarray(x).T)

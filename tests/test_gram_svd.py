@@ -271,9 +271,9 @@ def test_levels_leave_a_gaussian_matrix_to_one_level():
         def __getattr__(self, k):
             return getattr(np.linalg, k)
 
-        def eigh(self, g):
+        def eigh(self, g, **kw):
             calls.append(g.shape)
-            return np.linalg.eigh(g)
+            return np.linalg.eigh(g, **kw)
 
     class XP:
         linalg = LA()
@@ -362,8 +362,8 @@ def test_an_eigendecomposition_whose_v_is_not_orthonormal_is_declined(levels):
         def __getattr__(self, k):
             return getattr(np.linalg, k)
 
-        def eigh(self, g):
-            w, v = np.linalg.eigh(g)
+        def eigh(self, g, **kw):
+            w, v = np.linalg.eigh(g, **kw)
             return w, v * (1 + 1e-11)
 
     class XP:
@@ -377,18 +377,138 @@ def test_an_eigendecomposition_whose_v_is_not_orthonormal_is_declined(levels):
     assert gs.gram_svd(XP(), a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is None
 
 
-def test_narrow_tail_factors_go_to_gesvd_and_wide_ones_to_the_fallback():
+@pytest.mark.parametrize("levels", [1, 4])
+def test_v_rows_of_the_tail_not_orthogonal_to_the_heads_are_declined(levels):
+    """One level checks V by parts (the head's rows while the host computes the tail, then the
+    tail's against the head and among themselves): eigh's smallest eigenvector is tilted
+    1e-11 towards its largest, which only the head-tail block of V V^H shows (U's checks pass,
+    as the tail's U is made against the head's); the route must decline."""
+    x = _matrix((300, 300), "float64", "gauss", seed=18)
+    a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
+
+    class LA:
+        def __getattr__(self, k):
+            return getattr(np.linalg, k)
+
+        def eigh(self, g, **kw):
+            w, v = np.linalg.eigh(g, **kw)
+            v[:, 0] += 1e-11 * v[:, -1]
+            return w, v
+
+    class XP:
+        linalg = LA()
+
+        def __getattr__(self, k):
+            return getattr(np, k)
+
+    kw = {"levels": levels, "precheck": False}
+    assert gs.gram_svd(np, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is not None
+    assert gs.gram_svd(XP(), a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is None
+
+
+def test_narrow_tail_factors_take_gesdd_where_orthonormal_else_gesvd():
+    """Below GESVD_BELOW the fallback (gesdd) runs first and its U and V are checked to
+    HOST_TAIL_ULPS; a factor off by more (gesdd's on clustered tails) is redone by gesvd.
+    At GESVD_BELOW and above the fallback's result is returned as it is."""
     calls = []
 
-    def fallback(b):
-        calls.append(b.shape)
+    def exact(b):
+        calls.append(("exact", b.shape))
         return np.linalg.svd(b, full_matrices=False)
 
+    def skewed(b):  # 1e-12 off orthonormal: 45x HOST_TAIL_ULPS in float64
+        calls.append(("skewed", b.shape))
+        u, s, vh = np.linalg.svd(b, full_matrices=False)
+        return u * (1 + 1e-12), s, vh
+
     rng = np.random.default_rng(17)
-    for n in (gs.GESVD_BELOW - 1, gs.GESVD_BELOW):
-        b = rng.standard_normal((n, n))
-        u, s, vh = gs.host_tail_svd(b, fallback)
-        np.testing.assert_allclose((u * s) @ vh, b, atol=1e-12)
-    assert calls == [(gs.GESVD_BELOW, gs.GESVD_BELOW)]
+    narrow, wide = gs.GESVD_BELOW - 1, gs.GESVD_BELOW
+    b = rng.standard_normal((narrow, narrow))
+    ref = np.linalg.svd(b, full_matrices=False)
+    for got, want in zip(gs.host_tail_svd(b, exact), ref):
+        np.testing.assert_array_equal(got, want)  # gesdd's own factors, kept
+    u, s, vh = gs.host_tail_svd(b, skewed)  # redone by gesvd
+    np.testing.assert_allclose((u * s) @ vh, b, atol=1e-12)
+    eye = np.eye(narrow)
+    assert np.abs(u.T @ u - eye).max() < 64 * np.finfo(float).eps
+    assert np.abs(vh @ vh.T - eye).max() < 64 * np.finfo(float).eps
+    b = rng.standard_normal((wide, wide))
+    u, s, vh = gs.host_tail_svd(b, skewed)  # not checked: the route's own checks decide
+    assert np.abs(u.T @ u - np.eye(wide)).max() > 1e-12
+    assert calls == [("exact", (narrow,) * 2), ("skewed", (narrow,) * 2), ("skewed", (wide,) * 2)]
     with pytest.raises(np.linalg.LinAlgError):  # a non-finite factor: gesdd's own verdict
         gs.host_tail_svd(np.full((4, 4), np.nan), lambda b: np.linalg.svd(b))
+
+
+def test_one_blas_thread_inside_restored_after_and_taken_in_turns():
+    """``blas_threads.one_thread`` limits the BLAS libraries to one thread inside (nested
+    too), restores them after, lets threads in one at a time (threadpoolctl honours one
+    thread's limit at a time), and leaves no hold behind: the user's own limits still work."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from tenloom.runtime.kernels.blas_threads import one_thread
+
+    def counts():
+        return {
+            d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas"
+        }
+
+    def set_blas(n):  # a limit that no thread holds (as a process starts with)
+        threadpoolctl.ThreadpoolController().limit(limits=n, user_api="blas")
+        release = getattr(
+            getattr(threadpoolctl, "OpenBLASController", None), "clear_controlling_thread", None
+        )
+        if release is not None:
+            release()
+
+    original = min(counts())
+    set_blas(2)
+    try:
+        _one_thread_checks(counts, one_thread)
+    finally:
+        set_blas(original)
+
+
+def _one_thread_checks(counts, one_thread):
+    import threading
+    import time
+
+    import threadpoolctl
+
+    before = counts()
+    assert before == {2}
+    with one_thread():
+        with one_thread():
+            assert counts() == {1}
+        assert counts() == {1}
+    assert counts() == before
+    order, seen = [], {}
+    a_inside, release_a = threading.Event(), threading.Event()
+
+    def a():
+        with one_thread():
+            order.append("a in")
+            seen["a"] = counts()
+            a_inside.set()
+            release_a.wait(10)
+            order.append("a out")
+
+    def b():
+        a_inside.wait(10)
+        with one_thread():
+            order.append("b in")
+            seen["b"] = counts()
+
+    ts = [threading.Thread(target=f) for f in (a, b)]
+    for t in ts:
+        t.start()
+    a_inside.wait(10)
+    time.sleep(0.2)  # time for b to get in, were it let in
+    release_a.set()
+    for t in ts:
+        t.join(10)
+    assert order == ["a in", "a out", "b in"]
+    assert seen == {"a": {1}, "b": {1}}
+    assert counts() == before
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):  # the user's, from main
+        assert counts() == {1}
+    assert counts() == before

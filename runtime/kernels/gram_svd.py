@@ -85,8 +85,10 @@ GRAM_HEAD_MIN = 0.5
 # a tail at least this wide goes through a further level rather than ``small_svd``
 LEVEL_MARGIN = 8.0
 LEVEL_MIN_SIDE = 128
-# a tail factor narrower than this goes to LAPACK's gesvd on the host (host_tail_svd)
+# a tail factor narrower than this runs on one BLAS thread, by gesdd where its factors are
+# orthonormal to HOST_TAIL_ULPS, else by gesvd (host_tail_svd)
 GESVD_BELOW = 128
+HOST_TAIL_ULPS = TOL_ULPS // 8
 GRAM_FAILS_IN_A_ROW = 2
 RETRY_AFTER = 8
 
@@ -101,7 +103,15 @@ class Checks(NamedTuple):
     resid_norms: Callable
     # (e, triangular, identity) -> max |e[i, j] - (identity, i == j)| per column j
     colmax: Callable
-    # both take ``fetch=False``: the result left on the device, not waited for (to_host later)
+    # (x, rows) -> max |e[i, j] - (i == j)| over i <= j per column j of e = x^H x (x's
+    # columns), or e = x x^H (its rows, ``rows=True``): how far from orthonormal. CUDA forms
+    # only that triangle (a Hermitian rank-k product, half a GEMM's flops)
+    offmax: Callable
+    # x -> x^H x (x of any layout), of which only the upper triangle (i <= j) is promised:
+    # eigh reads that one (UPLO="U"); CUDA forms only it (herk)
+    gram: Callable
+    # resid_norms, colmax and offmax take ``fetch=False``: the result left on the device, not
+    # waited for (to_host later)
 
 
 def require_contiguous(*arrays) -> None:
@@ -135,15 +145,40 @@ def _np_colmax(e, triangular: bool, identity: bool, fetch: bool = True) -> np.nd
     return a.max(axis=0) if a.shape[0] else np.zeros(a.shape[1], a.real.dtype)
 
 
-NUMPY_CHECKS = Checks(np.asarray, _np_scale_cols, _np_resid_norms, _np_colmax)
+def _np_offmax(x, rows: bool = False, fetch: bool = True) -> np.ndarray:
+    require_contiguous(x)
+    return _np_colmax(x @ x.conj().T if rows else x.conj().T @ x, True, True)
+
+
+def _np_gram(x) -> np.ndarray:
+    return x.conj().T @ x
+
+
+NUMPY_CHECKS = Checks(np.asarray, _np_scale_cols, _np_resid_norms, _np_colmax, _np_offmax, _np_gram)
 
 
 def host_tail_svd(b: np.ndarray, fallback: Callable) -> tuple:
-    """A tail factor's SVD on the host: LAPACK's gesvd (through SciPy) where it is narrower
-    than ``GESVD_BELOW``, else ``fallback`` (gesdd). On the narrow tails of clustered spectra
-    gesdd's U and V came out 900 ulp from orthonormal where gesvd's were 16, and the route
-    then declined the whole matrix; above that width gesvd is the slower by far."""
-    if min(b.shape) < GESVD_BELOW:
+    """A tail factor's SVD on the host: ``fallback`` (gesdd) where ``b`` is at least
+    ``GESVD_BELOW`` wide; a narrower one on one BLAS thread (``blas_threads``), by gesdd with
+    its U and V checked orthonormal to ``HOST_TAIL_ULPS`` on the host, else LAPACK's gesvd.
+    On the narrow tails of clustered spectra gesdd's U and V came out 900 ulp from orthonormal
+    where gesvd's were 16, and the route then declined the whole matrix; but gesvd is 2-3x
+    slower at these sizes (80 x 80 complex128: 2.7 ms against 0.9 ms on one thread), so it is
+    only the second try. (The check is two p x p products: 0.1 ms at p = 80.)"""
+    if min(b.shape) >= GESVD_BELOW:
+        return fallback(b)
+    from tenloom.runtime.kernels.blas_threads import one_thread
+
+    with one_thread():
+        got = fallback(b)
+        u, vh = got[0], got[2]
+        lim = HOST_TAIL_ULPS * float(np.finfo(real_dtype(b.dtype)).eps)
+        # written so that NaN is not within it
+        if (
+            _np_offmax(np.ascontiguousarray(u)).max(initial=0.0) <= lim
+            and _np_offmax(np.ascontiguousarray(vh), True).max(initial=0.0) <= lim
+        ):
+            return got
         import scipy.linalg
 
         try:
@@ -151,8 +186,7 @@ def host_tail_svd(b: np.ndarray, fallback: Callable) -> tuple:
                 b, full_matrices=False, lapack_driver="gesvd", check_finite=False
             )
         except (np.linalg.LinAlgError, ValueError):
-            pass  # gesdd's verdict, below
-    return fallback(b)
+            return got  # the route's own checks decide
 
 
 def real_dtype(dtype) -> np.dtype:
@@ -268,9 +302,10 @@ def _unitary(xp, checks: Checks, vh, tl_: float) -> bool:
     eigendecomposition's, times the tails' factors from ``small_svd``, and neither is to be
     trusted: with several threads, OpenBLAS's syevd gave a 300 x 300 V 27x the tolerance from
     orthonormal (eigenvalues clustered at eps s_max^2 and at 0), and LAPACK's gesdd a tail
-    factor 900 ulp from it where gesvd gave 16. One k x k product."""
-    e = xp.ascontiguousarray(vh @ vh.conj().T)
-    return bool(checks.colmax(e, True, True).max() <= tl_) if e.size else True
+    factor 900 ulp from it where gesvd gave 16. One Hermitian k x k product (``offmax``)."""
+    if not vh.shape[0]:
+        return True
+    return bool(checks.offmax(xp.ascontiguousarray(vh), True).max() <= tl_)
 
 
 def _tail_basis(xp, checks: Checks, u, w, tl_: float):
@@ -305,7 +340,7 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
     real = real_dtype(a.dtype)
     tl_ = tol(real)
     ah = a.conj().T
-    w, v = xp.linalg.eigh(ah @ a)
+    w, v = xp.linalg.eigh(checks.gram(a), UPLO="U")
     w_host = np.asarray(checks.to_host(w))[::-1]  # descending
     s_host = np.sqrt(np.maximum(w_host, 0)).astype(real, copy=False)
     top = float(s_host[0])
@@ -336,7 +371,14 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
         q, b = tail(h)
         early = (h, q, checks.to_host(b))
     res = checks.resid_norms(xp.ascontiguousarray(ah @ u), vh_, s_dev, fetch=False)
-    off = checks.colmax(xp.ascontiguousarray(u.conj().T @ u), True, True, fetch=False)
+    off = checks.offmax(u, fetch=False)
+    # V's head rows, checked and copied while the host works too: per column, so that a head
+    # the checks cut shorter reads its own part
+    v_off = checks.offmax(vh_, fetch=False)
+    uu = xp.empty((m, n), a.dtype)
+    vv = xp.empty((n, n), a.dtype)
+    uu[:, :h] = u
+    vv[:h] = vh_.conj().T
     factors = small_svd(early[2]) if early is not None else None  # while the device checks
     # column j is good where its residual is small and it is orthonormal to columns 0..j
     # (written so that NaN is bad)
@@ -344,10 +386,10 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
     h = min(_first_bad(res <= atol), _first_bad(off <= tl_))
     if h < GRAM_HEAD_MIN * n:
         return None
-    uu = xp.empty((m, n), a.dtype)
-    vv = xp.empty((n, n), a.dtype)
-    uu[:, :h] = u[:, :h]
-    vv[:h] = vh_[:, :h].conj().T
+    # V's rows orthonormal (``_unitary``, by parts): the head's among themselves here, the
+    # tail's against the head and among themselves below
+    if not np.asarray(checks.to_host(v_off))[:h].max(initial=0.0) <= tl_:
+        return None
     ss = s_host.copy()
     if h < n:
         if early is not None and early[0] == h:
@@ -360,14 +402,16 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
         ut = q @ xp.asarray(ub)
         uh = uu[:, :h]
         cross = checks.colmax(xp.ascontiguousarray(uh.conj().T @ ut), False, False).max()
-        own = checks.colmax(xp.ascontiguousarray(ut.conj().T @ ut), True, True).max()
+        own = checks.offmax(xp.ascontiguousarray(ut)).max()
         if not (cross <= tl_ and own <= tl_):
             return None
         uu[:, h:] = ut
-        vv[h:] = vbh @ v[:, h:].conj().T
+        vt = xp.ascontiguousarray(vbh @ v[:, h:].conj().T)
+        vv[h:] = vt
         ss[h:] = checks.to_host(sb)
-    if not _unitary(xp, checks, vv, tl_):
-        return None
+        v_cross = checks.colmax(xp.ascontiguousarray(vv[:h] @ vt.conj().T), False, False)
+        if not (v_cross.max(initial=0.0) <= tl_ and _unitary(xp, checks, vt, tl_)):
+            return None
     return uu, ss, vv
 
 
@@ -395,7 +439,7 @@ def _levels(xp, a, small_svd: Callable, checks: Checks, levels: int):
     for level in range(levels):
         p = w.shape[1]
         wh = w.conj().T
-        lam, z = xp.linalg.eigh(wh @ w)
+        lam, z = xp.linalg.eigh(checks.gram(w), UPLO="U")
         s_host = np.sqrt(np.maximum(np.asarray(checks.to_host(lam))[::-1], 0))
         s_host = s_host.astype(real, copy=False)
         top = float(s_host[0])
@@ -419,7 +463,7 @@ def _levels(xp, a, small_svd: Callable, checks: Checks, levels: int):
             checks.scale_cols(u, sd)
             if u_prev is None:
                 res = checks.resid_norms(xp.ascontiguousarray(wh @ u), zh, sd)
-                off = checks.colmax(xp.ascontiguousarray(u.conj().T @ u), True, True)
+                off = checks.offmax(u)
                 h_res, h_off = _first_bad(res <= atol), _first_bad(off <= tl_)
                 qr = h_off < h_res and h_off < GRAM_HEAD_MIN * p
                 h = h_res if qr else min(h_res, h_off)
@@ -480,7 +524,7 @@ def _levels(xp, a, small_svd: Callable, checks: Checks, levels: int):
     if tail is not None:  # (u_all: the heads, as the tail was made against them)
         ut = tail[0]
         cross = checks.colmax(xp.ascontiguousarray(u_all.conj().T @ ut), False, False).max()
-        own = checks.colmax(xp.ascontiguousarray(ut.conj().T @ ut), True, True).max()
+        own = checks.offmax(xp.ascontiguousarray(ut)).max()
         if not (cross <= tl_ and own <= tl_):
             return None
         us.append(ut)
