@@ -614,6 +614,8 @@ def svd_kernel(fallback, fallback_host) -> Any:
                 got = fallback(a)
             parts.append(got)
         batch = x.shape[:-2]
+        if len(parts) == 1:  # one matrix: its factors as they are (a stack copies them)
+            return tuple(f.reshape(batch + f.shape) for f in parts[0])
         return tuple(
             cp.stack([p[i] for p in parts]).reshape(batch + parts[0][i].shape) for i in range(3)
         )

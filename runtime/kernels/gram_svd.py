@@ -398,20 +398,21 @@ def _one_level(xp, a, small_svd: Callable, checks: Checks, host_small: int = 0):
             q, b = tail(h)
             factors = small_svd(b)
         ub, sb, vbh = factors
-        vbh = xp.asarray(vbh)
-        ut = q @ xp.asarray(ub)
-        uh = uu[:, :h]
-        cross = checks.colmax(xp.ascontiguousarray(uh.conj().T @ ut), False, False).max()
-        own = checks.offmax(xp.ascontiguousarray(ut)).max()
-        if not (cross <= tl_ and own <= tl_):
+        ut = xp.ascontiguousarray(q @ xp.asarray(ub))
+        vt = xp.ascontiguousarray(xp.asarray(vbh) @ v[:, h:].conj().T)
+        # the tail's U and V rows against the head's and among themselves, launched together
+        # and waited for once
+        parts = [
+            checks.colmax(xp.ascontiguousarray(uu[:, :h].conj().T @ ut), False, False, False),
+            checks.offmax(ut, fetch=False),
+            checks.colmax(xp.ascontiguousarray(vv[:h] @ vt.conj().T), False, False, False),
+            checks.offmax(vt, True, fetch=False),
+        ]
+        if not all(np.asarray(checks.to_host(e)).max(initial=0.0) <= tl_ for e in parts):
             return None
         uu[:, h:] = ut
-        vt = xp.ascontiguousarray(vbh @ v[:, h:].conj().T)
         vv[h:] = vt
         ss[h:] = checks.to_host(sb)
-        v_cross = checks.colmax(xp.ascontiguousarray(vv[:h] @ vt.conj().T), False, False)
-        if not (v_cross.max(initial=0.0) <= tl_ and _unitary(xp, checks, vt, tl_)):
-            return None
     return uu, ss, vv
 
 
