@@ -261,19 +261,17 @@ def test_levels_measure_small_values_against_a_smaller_norm():
     assert ours < np.abs(lapack[tail] / spectrum[tail] - 1).max()
 
 
-def test_levels_leave_a_gaussian_matrix_to_one_level():
-    """A Gaussian matrix's head is most of it: no QR of the head and no further level (one
-    eigendecomposition), as with one level."""
-    x = _matrix((300, 300), "float64", "gauss", seed=14)
-    calls = []
+def _numpy_with_eigh(after):
+    """NumPy as the route's array module, with each eigh's ``(w, v)`` passed through
+    ``after(g, w, v)``."""
 
     class LA:
         def __getattr__(self, k):
             return getattr(np.linalg, k)
 
         def eigh(self, g, **kw):
-            calls.append(g.shape)
-            return np.linalg.eigh(g, **kw)
+            w, v = np.linalg.eigh(g, **kw)
+            return after(g, w, v)
 
     class XP:
         linalg = LA()
@@ -281,9 +279,23 @@ def test_levels_leave_a_gaussian_matrix_to_one_level():
         def __getattr__(self, k):
             return getattr(np, k)
 
+    return XP()
+
+
+def test_levels_leave_a_gaussian_matrix_to_one_level():
+    """A Gaussian matrix's head is most of it: no QR of the head and no further level (one
+    eigendecomposition), as with one level."""
+    x = _matrix((300, 300), "float64", "gauss", seed=14)
+    calls = []
+
+    def record(g, w, v):
+        calls.append(g.shape)
+        return w, v
+
+    xp = _numpy_with_eigh(record)
     a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
     got = gs.gram_svd(
-        XP(), a, lambda b: np.linalg.svd(b, full_matrices=False), 1.0, gs.NUMPY_CHECKS, levels=4
+        xp, a, lambda b: np.linalg.svd(b, full_matrices=False), 1.0, gs.NUMPY_CHECKS, levels=4
     )
     assert got is not None
     _check(a, *got, "float64")
@@ -358,23 +370,10 @@ def test_an_eigendecomposition_whose_v_is_not_orthonormal_is_declined(levels):
     x = _matrix((300, 300), "float64", "gauss", seed=16)
     a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
 
-    class LA:
-        def __getattr__(self, k):
-            return getattr(np.linalg, k)
-
-        def eigh(self, g, **kw):
-            w, v = np.linalg.eigh(g, **kw)
-            return w, v * (1 + 1e-11)
-
-    class XP:
-        linalg = LA()
-
-        def __getattr__(self, k):
-            return getattr(np, k)
-
+    xp = _numpy_with_eigh(lambda g, w, v: (w, v * (1 + 1e-11)))
     kw = {"levels": levels, "precheck": False}
     assert gs.gram_svd(np, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is not None
-    assert gs.gram_svd(XP(), a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is None
+    assert gs.gram_svd(xp, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is None
 
 
 @pytest.mark.parametrize("levels", [1, 4])
@@ -386,24 +385,14 @@ def test_v_rows_of_the_tail_not_orthogonal_to_the_heads_are_declined(levels):
     x = _matrix((300, 300), "float64", "gauss", seed=18)
     a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
 
-    class LA:
-        def __getattr__(self, k):
-            return getattr(np.linalg, k)
+    def tilt(g, w, v):
+        v[:, 0] += 1e-11 * v[:, -1]
+        return w, v
 
-        def eigh(self, g, **kw):
-            w, v = np.linalg.eigh(g, **kw)
-            v[:, 0] += 1e-11 * v[:, -1]
-            return w, v
-
-    class XP:
-        linalg = LA()
-
-        def __getattr__(self, k):
-            return getattr(np, k)
-
+    xp = _numpy_with_eigh(tilt)
     kw = {"levels": levels, "precheck": False}
     assert gs.gram_svd(np, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is not None
-    assert gs.gram_svd(XP(), a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is None
+    assert gs.gram_svd(xp, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is None
 
 
 def test_narrow_tail_factors_take_gesdd_where_orthonormal_else_gesvd():
