@@ -357,3 +357,26 @@ def test_offmax_by_herk_matches_the_products_triangle(dtype, shape):
     if min(shape) > 1:
         with pytest.raises(ValueError, match="C-contiguous"):
             cuda_svd.offmax(cp.asarray(x).T)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("transposed", [False, True])
+def test_gram_by_herk_is_the_products_upper_triangle(dtype, transposed):
+    """``gram`` (herk) sets x^H x's upper triangle in C order, the one eigh(UPLO="U") reads,
+    for a C-ordered matrix and a wide one's transpose (copied first); its eigenvalues match
+    NumPy's."""
+    from tenloom.runtime.backends import cuda_svd
+
+    rng = np.random.default_rng(21)
+    cplx = np.dtype(dtype).kind == "c"
+    real = np.float32 if dtype in ("float32", "complex64") else np.float64
+    x = rng.standard_normal((90, 60)) + (1j * rng.standard_normal((90, 60)) if cplx else 0)
+    x = x.astype(dtype)
+    dev = cp.asarray(x.T.copy()).T if transposed else cp.asarray(x)
+    g = cuda_svd.gram(dev).get()
+    want = x.conj().T @ x
+    rtol = 1e-4 if real == np.float32 else 1e-12
+    iu = np.triu_indices(60)
+    np.testing.assert_allclose(g[iu], want[iu], rtol=rtol, atol=rtol * np.abs(want).max())
+    w = cp.linalg.eigh(cuda_svd.gram(dev), UPLO="U")[0].get()
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(want), rtol=10 * rtol, atol=rtol * 100)

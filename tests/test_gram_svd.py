@@ -395,6 +395,51 @@ def test_v_rows_of_the_tail_not_orthogonal_to_the_heads_are_declined(levels):
     assert gs.gram_svd(xp, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is None
 
 
+@pytest.mark.parametrize("levels", [1, 4])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_only_the_grams_upper_triangle_is_read(levels, dtype):
+    """CUDA's Gram matrix (herk) has only its upper triangle set: with NaN below the diagonal
+    the route must give the same result as with the whole product."""
+
+    def upper_only(x):
+        g = gs._np_gram(x)
+        g[np.tril_indices(g.shape[0], -1)] = np.nan
+        return g
+
+    x = _matrix((200, 160), dtype, "gauss", seed=19)
+    a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
+    checks = gs.NUMPY_CHECKS._replace(gram=upper_only)
+    kw = {"levels": levels, "precheck": False}
+    svd = lambda b: np.linalg.svd(b, full_matrices=False)  # noqa: E731
+    want = gs.gram_svd(np, a, svd, 1.0, gs.NUMPY_CHECKS, **kw)
+    got = gs.gram_svd(np, a, svd, 1.0, checks, **kw)
+    assert want is not None and got is not None
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_one_levels_v_head_check_is_read():
+    """One level checks V's head rows apart (its second ``offmax``, launched before the
+    host's tail SVD): a NaN there must decline the route, though U's checks pass."""
+    x = _matrix((300, 300), "float64", "gauss", seed=20)
+    a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
+    calls = []
+
+    def offmax(x, rows=False, fetch=True):
+        calls.append(x.shape)
+        got = gs._np_offmax(x, rows, fetch)
+        if len(calls) == 2:
+            got = got.copy()
+            got[0] = np.nan
+        return got
+
+    checks = gs.NUMPY_CHECKS._replace(offmax=offmax)
+    kw = {"levels": 1, "precheck": False}
+    assert gs.gram_svd(np, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is not None
+    assert gs.gram_svd(np, a, np.linalg.svd, 1.0, checks, **kw) is None
+    assert calls == [(300, calls[0][1])] * 2  # U's head columns, then V's (n x h)
+
+
 def test_narrow_tail_factors_take_gesdd_where_orthonormal_else_gesvd():
     """Below GESVD_BELOW the fallback (gesdd) runs first and its U and V are checked to
     HOST_TAIL_ULPS; a factor off by more (gesdd's on clustered tails) is redone by gesvd.

@@ -437,7 +437,8 @@ def _herk(x, rows: bool):
     r, c = x.shape
     k, depth = (r, c) if rows else (c, r)  # e is k x k, a sum over depth
     fns = _rank_k()
-    if fns is not None and k and depth and max(r, c) < 2**31:
+    fn = fns.get(x.dtype) if fns is not None else None  # other dtypes: the GEMM below
+    if fn is not None and k and depth and max(r, c) < 2**31:
         from cupy_backends.cuda.libs import cublas
 
         e = cp.empty((k, k), x.dtype)
@@ -450,7 +451,7 @@ def _herk(x, rows: bool):
         # conj(x) x^T = conj(x x^H). Read in C order, either is e itself (Hermitian), and
         # cuBLAS's lower triangle is C order's upper one.
         op = _OP_N if not rows else (_OP_C if x.dtype.kind == "c" else _OP_T)
-        status = fns[x.dtype](
+        status = fn(
             handle, _FILL_LOWER, op, k, depth, one.ctypes.data, x.data.ptr, c,
             zero.ctypes.data, e.data.ptr, k,
         )  # fmt: skip

@@ -12,8 +12,14 @@ OpenBLAS's own threads is process-wide, and threadpoolctl lets one Python thread
 hold it (another's request does nothing): so the calls inside take turns (a lock, re-entrant
 for a nested call), each restoring the limit and giving up the hold before the next. They
 are single-threaded anyway; a large BLAS call on another thread in that window runs on one
-thread too, for the millisecond or so of a small SVD. Where the user's own thread holds a
-limit (``threadpool_limits`` in effect), theirs stands. Without threadpoolctl it does nothing.
+thread too, for the millisecond or so of a small SVD. Without threadpoolctl it does nothing.
+
+**Other threads' limits.** Where another thread holds a threadpoolctl limit, the call here
+changes nothing (its own thread's request does nothing). The reverse is a hazard of
+threadpoolctl's own between threads: a ``threadpool_limits`` entered on another thread while
+a call here holds the limit at one thread reads 1 as the original, and restores 1 when it
+leaves. That thread's program then runs its BLAS on one thread until something sets it
+again, as with any two threads that use threadpoolctl at once.
 """
 
 from __future__ import annotations
