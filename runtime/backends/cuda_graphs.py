@@ -79,12 +79,9 @@ def _cublas():
     with _LIB_LOCK:
         if _LIB:
             return _LIB[0]
-        from cupy_backends.cuda.libs import cublas as _binding  # noqa: F401  (loads it)
-        from tenloom.runtime.backends.cuda_libs import cuda_library
+        from tenloom.runtime.backends.cuda_libs import cublas_library
 
-        lib, names = cuda_library(
-            "libcublas", ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
-        )
+        lib, names = cublas_library()
         if lib is None:
             raise CaptureError(f"cuda_graphs: libcublas not found (tried {names})")
         p, i, ll, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t

@@ -28,3 +28,14 @@ def cuda_library(stem: str, sonames: list[str]) -> tuple[ctypes.CDLL | None, lis
         except OSError:
             continue
     return None, names
+
+
+CUBLAS_SONAMES = ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
+
+
+def cublas_library() -> tuple[ctypes.CDLL | None, list[str]]:
+    """libcublas as ``cuda_library`` finds it, after CuPy's binding has loaded its own (issue
+    23's captured GEMMs and issue 20's rank-k products call the same library)."""
+    from cupy_backends.cuda.libs import cublas as _binding  # noqa: F401  (loads it)
+
+    return cuda_library("libcublas", CUBLAS_SONAMES)

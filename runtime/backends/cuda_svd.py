@@ -404,12 +404,9 @@ def _rank_k():
             return _RANK_K[0]
         fns: dict | None = None
         try:
-            from cupy_backends.cuda.libs import cublas as _binding  # noqa: F401  (loads it)
-            from tenloom.runtime.backends.cuda_libs import cuda_library
+            from tenloom.runtime.backends.cuda_libs import cublas_library
 
-            lib, _names = cuda_library(
-                "libcublas", ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
-            )
+            lib, _names = cublas_library()
             if lib is not None:
                 p, i = ctypes.c_void_p, ctypes.c_int
                 fns = {}

@@ -61,9 +61,11 @@ p x p factor to ``small_svd`` at the cost of a whole SVD. With levels (``_levels
   orthonormal basis of its columns (``_tail_basis``: a QR, made orthogonal to the heads again
   where W's rank deficiency or condition left the QR's columns short of it).
 
-**V is checked too.** Both routes check V's rows orthonormal to the tolerance at the end (one
-n x n product): the eigendecomposition's V is not to be trusted (multithreaded OpenBLAS's
-syevd gave one 27x the tolerance from orthonormal), nor a tail factor from LAPACK's gesdd.
+**V is checked too.** Both routes check V's rows orthonormal to the tolerance (``offmax``, a
+Hermitian product): the eigendecomposition's V is not to be trusted (multithreaded OpenBLAS's
+syevd gave one 27x the tolerance from orthonormal), nor a tail factor from LAPACK's gesdd. The
+levels check all of V at the end; one level checks it in parts, the head's rows while the
+host computes the tail's SVD, then the tail's rows against the head's and among themselves.
 
 **Signs.** The route and LAPACK choose different signs (phases) for the singular vectors, and
 different bases for a repeated singular value. Functions that are invariant under those
