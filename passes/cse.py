@@ -31,6 +31,10 @@ whose operand also has the full decomposition (SVD, EIGH with the same UPLO) in 
 becomes a view of that one, so the matrix is decomposed once:
 
     svdvals(x), svd(x)  -> svd(x) and a view of its singular values
+
+and a TRUNCATED_SVD (graph/ops/tensor_svd.py) likewise becomes the first r of the SVD's
+triplets and the squared sum of its other singular values (a gradient of ``tensor_svd`` has
+both).
 """
 
 from __future__ import annotations
@@ -131,12 +135,13 @@ def cse(graph: Graph, ctx: PassContext) -> Graph:
     return res
 
 
-_FULL_OF = {Op.SVDVALS: Op.SVD, Op.EIGVALSH: Op.EIGH}
+_PARTIAL = (Op.SVDVALS, Op.EIGVALSH, Op.TRUNCATED_SVD)
 
 
 def _share_decompositions(graph: Graph) -> Graph:
-    """Values-only decompositions of an operand that also has a full one: views of it."""
-    wanted = {id(n.inputs[0]) for n in graph.order if n.op in _FULL_OF}
+    """Values-only and truncated decompositions of an operand that also has a full one: views
+    of it."""
+    wanted = {id(n.inputs[0]) for n in graph.order if n.op in _PARTIAL}
     if not wanted:
         return graph
     full: dict[int, list[Node]] = {}
@@ -146,11 +151,13 @@ def _share_decompositions(graph: Graph) -> Graph:
     if not full:
         return graph
     from tenloom.graph.ops.spectra import values_of_full
+    from tenloom.graph.ops.tensor_svd import head_of_full
 
     def fn(node: Node) -> Node:
-        if node.op in _FULL_OF:
+        if node.op in _PARTIAL:
+            view_of = head_of_full if node.op is Op.TRUNCATED_SVD else values_of_full
             for f in full.get(id(node.inputs[0]), ()):
-                view = values_of_full(node, f)
+                view = view_of(node, f)
                 if view is not None:
                     return view
         return node

@@ -95,6 +95,13 @@ def _linalg_more(a):
     return tl.real(ev) @ a + rest + tl.linalg.eigvalsh(h)[:, None]
 
 
+def _truncated(a):
+    """tensor_svd cut to rank 2 of a (3, 4) (a TRUNCATED_SVD node): U S Vh and the discarded
+    weight, both unchanged by the singular vectors' phases."""
+    u, s, vh, discarded = tl.linalg.tensor_svd(a, 0, max_rank=2)
+    return (u * s) @ vh + discarded
+
+
 S = (3, 4)
 SCATTER = (((6, 0, -2), (2, 5, 2)), (7, 5))  # SLICE_SCATTER attrs for a (3, 2) operand
 EXTRA = {
@@ -106,6 +113,8 @@ EXTRA = {
         "float64",
         False,
     ),
+    "truncated_svd": (_truncated, [S], "float64", False),
+    "truncated_svd_complex": (_truncated, [S], "complex128", False),
     "prod_keepdims": (lambda x: tl.prod(x, axis=1, keepdims=True), [S], "float64", True),
     "max_keepdims": (lambda x: tl.max(x, axis=0, keepdims=True), [S], "float64", False),
     "min_axis": (lambda x: tl.min(x, axis=1), [S], "float64", False),

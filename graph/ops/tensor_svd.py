@@ -1,7 +1,10 @@
 """``tensor_svd``: the truncated SVD of a tensor split into a left and a right group of axes,
 the decomposition tensor-network codes reach for first (MPS/DMRG/TEBD bond splits, PEPS
-updates). No new op: one SVD node of the matricized tensor (graph/ops/decompositions.py) and
-ordinary ops (slices, comparisons, products) on its views.
+updates): one decomposition node of the matricized tensor and ordinary ops (comparisons,
+products) on its views. A rank below K = min(M, N) makes it a TRUNCATED_SVD node (defined
+here): the first r singular triplets and the squared sum of the other singular values, so a
+kernel may compute only those (the Gram route's head on CUDA and the CPU, checked as the full
+SVD's, runtime/kernels/gram_svd.py), else the reduced SVD node (graph/ops/decompositions.py).
 
 **Shapes.** A lazy graph needs every shape at trace time, but a rank chosen by a cutoff depends
 on the values. The rule (reused for every data-dependent shape, see docs/linalg.md):
@@ -22,11 +25,13 @@ on the values. The rule (reused for every data-dependent shape, see docs/linalg.
 keeps s_i > cutoff, ``"discarded"`` drops the smallest singular values as long as their
 squared sum stays <= cutoff * sum(s^2) (the truncation error of ITensor and TeNPy).
 
-**Derivatives.** The node holds the full reduced SVD and the truncated factors are slices of
-it, so reverse and forward mode are exact for the truncated factors, the truncation term
-included: the coupling of kept and discarded singular pairs goes through F_ij =
-1 / (s_j^2 - s_i^2) of the SVD rule (broadened by ``eps``), and the cotangent of a discarded
-pair is zero. A kept and a discarded singular value that coincide make the truncation itself
+**Derivatives.** TRUNCATED_SVD's rules go through the reduced SVD of the same operand (its
+results are the first r of that one's, and rest a sum of its s_i^2), built in the derivative
+graph; the cse pass then makes the truncated node a view of it (``head_of_full``), so a
+gradient decomposes the matrix once, fully. Reverse and forward mode are exact for the
+truncated factors, the truncation term included: the coupling of kept and discarded singular
+pairs goes through F_ij = 1 / (s_j^2 - s_i^2) of the SVD rule (broadened by ``eps``), and the
+cotangent of a discarded pair is zero. A kept and a discarded singular value that coincide make the truncation itself
 ambiguous; ``eps`` keeps the derivatives finite there.
 
 **Discarded weight.** The fourth (or third) result is sum(s_i^2) over the discarded singular
@@ -36,20 +41,175 @@ values (the cut ones and those the cutoff zeroed), a 0-d real Tensor, differenti
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
-from tenloom.graph.errors import DataDependentShapeError, OptionError, OptionTypeError, fmt_shape
-from tenloom.graph.node import Node
+from tenloom.graph.errors import (
+    DataDependentShapeError,
+    OptionError,
+    OptionTypeError,
+    ShapeError,
+    fmt_shape,
+)
+from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops.args import normalize_axes
-from tenloom.graph.ops.decompositions import DEFAULT_EPS, svd
+from tenloom.graph.ops.checks import BadFormat, check_arity, short
+from tenloom.graph.ops.decompositions import (
+    DEFAULT_EPS,
+    _pack,
+    _svd_jvp,
+    _svd_views,
+    _svd_vjp,
+    svd,
+    svd_arrays,
+)
+from tenloom.graph.ops.elementwise import real
 from tenloom.graph.ops.leaf import lift
-from tenloom.graph.ops.registry import builder
+from tenloom.graph.ops.linalg import _batch, _result_dtype
+from tenloom.graph.ops.movement import getitem, reshape
+from tenloom.graph.ops.registry import Op, OpKind, builder, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
 
 CUTOFF_MODES = ("rel", "abs", "discarded")
 ABSORB = (None, "left", "right", "both")
+
+Op.define_all("truncated_svd")
+
+
+class TruncatedSvdAttrs(NamedTuple):
+    eps: float  # the derivatives' broadening, as SvdAttrs.eps
+    rank: int  # r >= 1: the leading singular triplets kept (at most K)
+
+
+def _truncated_infer(inputs, attrs):
+    (x,) = inputs
+    if x.ndim < 2:
+        raise ShapeError(
+            f"truncated_svd: operand 0 of shape {fmt_shape(x.shape)} has {x.ndim} axes; it "
+            "must be a (stack of) matrices, with at least 2 axes"
+        )
+    m, n = x.shape[-2:]
+    r = attrs[1]
+    if r > min(m, n):
+        raise ShapeError(
+            f"truncated_svd: rank {r} is above min(M, N) = {min(m, n)} of operand 0 of shape "
+            f"{fmt_shape(x.shape)}"
+        )
+    size = math.prod(x.shape[:-2]) * (m * r + r + r * n + 1)
+    return (size,), _result_dtype(Op.SVD, x.dtype)
+
+
+def truncated_arrays(x, r: int):
+    """``(U_r, s_r, Vh_r, rest)`` of an array of matrices from its reduced SVD
+    (``svd_arrays``): the first r singular triplets and rest = sum(s_i^2, i >= r) per matrix."""
+    u, s, vh = svd_arrays(x, False)
+    tail = s[..., r:]
+    return u[..., :r], s[..., :r], vh[..., :r, :], (tail * tail).sum(axis=-1)
+
+
+def pack_truncated(xp, u, s, vh, rest):
+    """The node's layout: every U_r, then every s_r, every Vh_r and every rest, flat, in U's
+    dtype (as the SVD's reference packs its factors)."""
+    return xp.concatenate(
+        [u.reshape(-1), s.reshape(-1).astype(u.dtype), vh.reshape(-1)]
+        + [xp.asarray(rest).reshape(-1).astype(u.dtype)]
+    )
+
+
+def _truncated_ref(xs, at):
+    return pack_truncated(np, *truncated_arrays(xs[0], at.rank))
+
+
+def _truncated_cost(node) -> int:
+    m, n = node.inputs[0].shape[-2:]
+    return _batch(node.inputs[0].shape) * 12 * m * n * min(m, n)
+
+
+def _check_truncated(ins, at, op):
+    at = check_arity(at, TruncatedSvdAttrs, op)
+    if type(at.eps) is not float or not at.eps >= 0 or at.eps == math.inf:
+        raise BadFormat(f"truncated_svd: eps must be a finite float >= 0, got {short(at.eps)}")
+    if type(at.rank) is not int or at.rank < 1:
+        raise BadFormat(f"truncated_svd: rank must be an int >= 1, got {short(at.rank)}")
+
+
+def _truncated_views(p, shape, r: int):
+    """``(U_r, s_r, Vh_r, rest)`` of the node ``p`` of an operand of ``shape``."""
+    batch = tuple(shape[:-2])
+    m, n = shape[-2:]
+    b = math.prod(batch)
+    c1 = b * m * r
+    c2 = c1 + b * r
+    c3 = c2 + b * r * n
+    return (
+        reshape(getitem(p, slice(0, c1)), batch + (m, r)),
+        real(reshape(getitem(p, slice(c1, c2)), batch + (r,))),
+        reshape(getitem(p, slice(c2, c3)), batch + (r, n)),
+        real(reshape(getitem(p, slice(c3, None)), batch)),
+    )
+
+
+def _reduced_svd(x: Value, eps: float) -> Node:
+    """The reduced SVD node of ``x`` that the derivatives go through (the cse pass makes the
+    truncated node a view of it: ``head_of_full``)."""
+    return make_node(Op.SVD, (lift(x, "truncated_svd"),), (eps, False))
+
+
+def _truncated_vjp(node, y, xs, g):
+    # the truncated results are the first r of the reduced SVD's and a sum of its s_i^2: the
+    # SVD's rule with the cotangents of the cut pairs zero and d rest / d s_i = 2 s_i
+    (x,) = xs
+    r = node.attrs.rank
+    full = _reduced_svd(x, node.attrs.eps)
+    s = Value(_svd_views(full, x.shape, False)[1])
+    gu, gs, gvh, grest = (Value(v) for v in _truncated_views(g.node, x.shape, r))
+    batch, (m, n), k = tuple(x.shape[:-2]), x.shape[-2:], s.shape[-1]
+    gu = T.concatenate([gu, T.zeros(batch + (m, k - r), dtype=gu.dtype)], axis=-1)
+    gvh = T.concatenate([gvh, T.zeros(batch + (k - r, n), dtype=gvh.dtype)], axis=-2)
+    gs = T.concatenate([gs, 2 * s[..., r:] * T.expand_dims(grest, -1)], axis=-1)
+    return _svd_vjp(full, Value(full), xs, _pack(gu, gs, gvh, dtype=y.dtype))
+
+
+def _truncated_jvp(node, y, xs, ts):
+    (x,) = xs
+    r = node.attrs.rank
+    full = _reduced_svd(x, node.attrs.eps)
+    s = Value(_svd_views(full, x.shape, False)[1])
+    t = _svd_jvp(full, Value(full), xs, ts)
+    du, ds, dvh = (Value(v) for v in _svd_views(t.node, x.shape, False))
+    drest = T.sum(2 * s[..., r:] * ds[..., r:], axis=-1)
+    return _pack(du[..., :r], ds[..., :r], dvh[..., :r, :], drest, dtype=y.dtype)
+
+
+register_op(
+    Op.TRUNCATED_SVD,
+    OpKind.LINALG,
+    _truncated_infer,
+    _truncated_ref,
+    1,
+    attrs=TruncatedSvdAttrs,
+    vjp=_truncated_vjp,
+    jvp=_truncated_jvp,
+    cost=_truncated_cost,
+    check_attrs=_check_truncated,
+    fmt=lambda at: f"[rank={at.rank}, eps={at.eps!r}]",
+)
+
+
+def head_of_full(node: Node, full: Node) -> Node | None:
+    """The TRUNCATED_SVD ``node`` as a view of ``full``, an SVD node of the same operand (any
+    ``eps``, reduced or full), else None: what the cse pass substitutes, so a graph with both
+    (a gradient's) decomposes the matrix once."""
+    x = node.inputs[0]
+    if full.op is not Op.SVD or full.inputs[0] is not x:
+        return None
+    r = node.attrs.rank
+    u, s, vh = (Value(v) for v in _svd_views(full, x.shape, full.attrs.full))
+    tail = s[..., r:]
+    return _pack(
+        u[..., :r], s[..., :r], vh[..., :r, :], T.sum(tail * tail, axis=-1), dtype=node.dtype
+    ).node
 
 
 def split_axes(shape: tuple[int, ...], left: Any, op: str = "tensor_svd"):
@@ -91,9 +251,10 @@ def check_truncation(max_rank: Any, cutoff: Any, cutoff_mode: Any, op: str = "te
     return max_rank, float(cutoff)
 
 
-def _keep(s, cutoff: float, mode: str, xp):
+def _keep(s, cutoff: float, mode: str, xp, rest=None):
     """The keep mask of descending singular values ``s`` (NumPy arrays or Values: ``xp`` is
-    numpy or ``V``), before the first value is forced in (see ``tensor_svd``)."""
+    numpy or ``V``), before the first value is forced in (see ``tensor_svd``). ``rest``: the
+    squared sum of the singular values after ``s`` (those a rank bound cut), if any."""
     if mode == "abs":
         return s > cutoff
     if mode == "rel":
@@ -103,6 +264,8 @@ def _keep(s, cutoff: float, mode: str, xp):
     k = s.shape[-1]
     upper = np.triu(np.ones((k, k), dtype=np.dtype(s.dtype).type(0).real.dtype))
     tail = s2 @ xp.asarray(upper.T.copy())  # tail[i] = sum_{j >= i} s2[j]
+    if rest is not None:
+        tail = tail + xp.expand_dims(rest, -1)
     return tail > cutoff * tail[..., :1]
 
 
@@ -147,22 +310,23 @@ def tensor_svd(
     k = min(m, k_cols)
     r = k if max_rank is None else min(max_rank, k)
     a = T.reshape(T.transpose(Value(n), lax + rax), (m, k_cols))
-    u, s, vh = (Value(x) for x in svd(a, False, True, eps=eps))
+    if r < k:  # the first r triplets and the squared sum of the rest: one TRUNCATED_SVD node
+        node = make_node(Op.TRUNCATED_SVD, (a.node,), (float(eps), r))
+        u, s, vh, rest = (Value(x) for x in _truncated_views(node, (m, k_cols), r))
+    else:
+        u, s, vh = (Value(x) for x in svd(a, False, True, eps=eps))
+        rest = T.zeros((), dtype=s.dtype)
     if cutoff == 0:  # a plain cut at r
-        su, ss, svh = u[:, :r], s[:r], vh[:r, :]
-        discarded = T.sum(s[r:] * s[r:]) if r < k else T.zeros((), dtype=s.dtype)
+        su, ss, svh, discarded = u, s, vh, rest
         rank = T.asarray(np.array(r, dtype=np.int64))
-    else:  # the cutoff's keep mask, over all K singular values, and the cut at r
-        keep = T.astype(_keep(s, cutoff, cutoff_mode, T), s.dtype)
+    else:  # the cutoff's keep mask over the first r, and what the rank bound cut
+        keep = T.astype(_keep(s, cutoff, cutoff_mode, T, rest if r < k else None), s.dtype)
         # the largest singular value always stays (as quimb and ITensor): a cutoff that cuts
         # everything leaves a bond of one, not a zero tensor
-        keep = T.maximum(keep, T.asarray((np.arange(k) == 0).astype(s.dtype)))
-        if r < k:
-            keep = keep * T.asarray((np.arange(k) < r).astype(s.dtype))
-        discarded = T.sum(s * s * (1 - keep))
-        kr = keep[:r]
-        rank = T.astype(T.sum(kr), "int64")
-        su, ss, svh = u[:, :r] * kr, s[:r] * kr, vh[:r, :] * T.expand_dims(kr, -1)
+        keep = T.maximum(keep, T.asarray((np.arange(r) == 0).astype(s.dtype)))
+        discarded = rest + T.sum(s * s * (1 - keep))
+        rank = T.astype(T.sum(keep), "int64")
+        su, ss, svh = u * keep, s * keep, vh * T.expand_dims(keep, -1)
     su = T.reshape(su, lshape + (r,))
     svh = T.reshape(svh, (r,) + rshape)
     out: tuple[Value, ...]
