@@ -31,8 +31,8 @@ graph; the cse pass then makes the truncated node a view of it (``head_of_full``
 gradient decomposes the matrix once, fully. Reverse and forward mode are exact for the
 truncated factors, the truncation term included: the coupling of kept and discarded singular
 pairs goes through F_ij = 1 / (s_j^2 - s_i^2) of the SVD rule (broadened by ``eps``), and the
-cotangent of a discarded pair is zero. A kept and a discarded singular value that coincide make the truncation itself
-ambiguous; ``eps`` keeps the derivatives finite there.
+cotangent of a discarded pair is zero. A kept and a discarded singular value that coincide
+make the truncation itself ambiguous; ``eps`` keeps the derivatives finite there.
 
 **Discarded weight.** The fourth (or third) result is sum(s_i^2) over the discarded singular
 values (the cut ones and those the cutoff zeroed), a 0-d real Tensor, differentiable.

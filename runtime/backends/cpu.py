@@ -236,6 +236,36 @@ def _svd(be: Backend, node: Node):
     return run
 
 
+def _truncated_svd(be: Backend, node: Node):
+    """TRUNCATED_SVD (graph/ops/tensor_svd.py): the Gram route's head alone where it is
+    checked to 1024 ulp (runtime/kernels/gram_svd.py, ``gram_head``), else LAPACK's SVD cut,
+    packed as the op's reference packs it; the same conditions as ``_svd``."""
+    from tenloom.graph.ops.tensor_svd import pack_truncated, truncated_arrays
+    from tenloom.runtime.kernels.gram_svd import NUMPY_CHECKS, GramRoute
+
+    r = node.attrs.rank
+    *batch, m, n = node.inputs[0].shape
+    if min(m, n) < GRAM_MIN_SIDE or r >= min(m, n) or node.inputs[0].dtype not in _SVD_DTYPES:
+        return None  # the reference
+
+    def lapack(a):
+        SVD_COUNTERS["lapack"] += 1
+        return truncated_arrays(a, r)
+
+    # (small_svd is the full route's: the head has no tail)
+    route = GramRoute(np, NUMPY_CHECKS, None, SVD_COUNTERS, history=False)
+
+    def run(x):
+        if DETERMINISTIC.get() or x.size == 0:
+            parts = [lapack(x)]
+        else:
+            parts = [route(a, r) or lapack(a) for a in x.reshape(-1, m, n)]
+        got = parts[0] if len(parts) == 1 else [np.stack(f) for f in zip(*parts)]
+        return pack_truncated(np, *got)
+
+    return run
+
+
 FFT_THREADED = 1 << 15  # elements; smaller transforms run on one thread (no pool round trip)
 
 
@@ -274,6 +304,7 @@ class Backend(BackendBase):
         Op.FUSED: _fused,
         Op.SUM: _sum,  # big sums over the worker threads
         Op.SVD: _svd,  # the Gram route (runtime/kernels/gram_svd.py)
+        Op.TRUNCATED_SVD: _truncated_svd,  # the Gram route's head alone
         **dict.fromkeys((Op.FFT_C2C, Op.FFT_R2C, Op.FFT_C2R), _fft),  # scipy.fft, threaded
     }
 

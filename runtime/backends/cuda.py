@@ -234,12 +234,13 @@ TALL_BY_TRANSPOSE = 2
 
 def _svd(be: Backend, node: Node):
     """issue 20: SVD by cuSOLVER's gesvdp where it is accurate, else CuPy's gesvd
-    (runtime/backends/cuda_svd.py), packed as the op's reference packs it."""
+    (runtime/backends/cuda_svd.py), packed as the op's reference packs it. TRUNCATED_SVD too:
+    the Gram route's head alone, else the same routes cut."""
     import cupyx
     from tenloom.graph.ops.decompositions import svd_arrays
     from tenloom.runtime.backends.cuda_svd import svd_kernel
 
-    full = node.attrs.full
+    full = node.op is Op.SVD and node.attrs.full
 
     def fallback(x):
         with cupyx.errstate(linalg="raise"):  # as default_kernel: non-convergence raises
@@ -257,6 +258,11 @@ def _svd(be: Backend, node: Node):
         return svd_arrays(x, full)  # gesdd, matrix by matrix with gesvd where it fails
 
     kern = svd_kernel(fallback, fallback_host)
+    if node.op is Op.TRUNCATED_SVD:  # the Gram route's head alone where it is accurate
+        from tenloom.graph.ops.tensor_svd import pack_truncated
+
+        r = node.attrs.rank
+        return lambda x: pack_truncated(cp, *kern(x, False, r))
 
     def run(x):
         u, s, vh = kern(x, full)
@@ -294,6 +300,7 @@ class Backend(BackendBase):
         Op.EINSUM: _einsum,
         Op.SEMIRING_EINSUM: _semiring,  # semiring
         Op.SVD: _svd,  # issue 20: gesvdp, checked
+        Op.TRUNCATED_SVD: _svd,  # the Gram route's head alone, checked
         Op.GATHER: _gather,  # bounds checked, as NumPy's
         Op.FUSED: _fused,
         Op.DIV: _division,

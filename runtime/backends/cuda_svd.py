@@ -515,12 +515,19 @@ def svd_kernel(fallback, fallback_host) -> Any:
         names=("levels", "levels_declined"),
     )
 
-    def one(x, polar: bool):
+    def one(x, polar: bool, rank: int | None = None):
         """The SVD by the first route that is accurate (None where every route declined:
-        gesvd's turn), with whether gesvdp ran and was not accurate."""
-        got = gram(x)
-        if got is not None:
-            return got, False
+        gesvd's turn), with whether gesvdp ran and was not accurate. With ``rank``, the Gram
+        route's head alone is tried first (``(u, s, vh, rest)``), and where it declines the
+        other routes give the whole SVD (the caller cuts it), not the Gram route again."""
+        if rank is not None:
+            got = gram(x, rank)
+            if got is not None:
+                return got, False
+        else:
+            got = gram(x)
+            if got is not None:
+                return got, False
         failed = False
         if polar:
             got, failed = by_gesvdp(x)
@@ -570,7 +577,10 @@ def svd_kernel(fallback, fallback_host) -> Any:
             return None
         return u, s * (1.0 / scale), vh
 
-    def run(x, full: bool):
+    def run(x, full: bool, rank: int | None = None):
+        """``(u, s, vh)`` of each matrix of ``x``; with ``rank`` (below min(m, n), not
+        ``full``), ``(u_r, s_r, vh_r, rest)``: the first ``rank`` triplets and the squared sum
+        of the other singular values (TRUNCATED_SVD)."""
         m, n = x.shape[-2:]
         usable = (
             min(m, n) >= MIN_SIDE
@@ -591,14 +601,14 @@ def svd_kernel(fallback, fallback_host) -> Any:
             and x.dtype in _CUDA_TYPE
         ):
             COUNTERS["host"] += 1
-            return _host_svd(x, fallback_host)
+            return cut(_host_svd(x, fallback_host), rank)
         if not usable or x.size == 0 or not bool(cp.isfinite(x).all()):
             COUNTERS["gesvd"] += 1
-            return fallback(x)
+            return cut(fallback(x), rank)
         flat = x.reshape((-1, m, n))
         parts = []
         for a in flat:
-            got, failed = one(a, polar)
+            got, failed = one(a, polar, rank)
             if failed:  # gesvdp was tried and was not accurate
                 COUNTERS["redone"] += 1
                 state["fails"] += 1
@@ -610,12 +620,26 @@ def svd_kernel(fallback, fallback_host) -> Any:
                 if not failed:  # (a failed gesvdp's redoing is counted as "redone")
                     COUNTERS["gesvd"] += 1
                 got = fallback(a)
+            if rank is not None and len(got) == 3:
+                got = cut(got, rank)
             parts.append(got)
         batch = x.shape[:-2]
+        parts = [tuple(cp.asarray(f) for f in p) for p in parts]  # (a head's rest: a float)
         if len(parts) == 1:  # one matrix: its factors as they are (a stack copies them)
             return tuple(f.reshape(batch + f.shape) for f in parts[0])
         return tuple(
-            cp.stack([p[i] for p in parts]).reshape(batch + parts[0][i].shape) for i in range(3)
+            cp.stack([p[i] for p in parts]).reshape(batch + parts[0][i].shape)
+            for i in range(len(parts[0]))
         )
 
     return run
+
+
+def cut(factors, rank: int | None):
+    """``factors`` (u, s, vh: arrays of matrices) as they are, or with ``rank`` their first
+    ``rank`` triplets and the squared sum of the other singular values."""
+    if rank is None:
+        return factors
+    u, s, vh = factors
+    tail = s[..., rank:]
+    return u[..., :rank], s[..., :rank], vh[..., :rank, :], (tail * tail).sum(axis=-1)

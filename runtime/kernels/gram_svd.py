@@ -67,6 +67,17 @@ syevd gave one 27x the tolerance from orthonormal), nor a tail factor from LAPAC
 levels check all of V at the end; one level checks it in parts, the head's rows while the
 host computes the tail's SVD, then the tail's rows against the head's and among themselves.
 
+**Truncated** (``gram_head``, TRUNCATED_SVD's kernel on CUDA and the CPU: tensor_svd with a
+rank r below min(m, n)). Only the first r triplets and rest = sum(s_i^2, i >= r) are wanted,
+so the head is all there is: its r columns are formed and checked as above (each residual,
+U's and V's columns orthonormal, one product of r columns each rather than of n), and nothing
+of the tail is made. rest is the sum of the other eigenvalues of G, each within about
+eps s_max^2 of its own: kept where ``REST_ERROR`` n eps s_max^2 is within ``TOL_ULPS`` ulp of
+rest (a Gaussian matrix's rest is hundreds of s_max^2; measured in float32 against float64,
+within 1 ulp). A spectrum whose rest is smaller, a head predicted shorter than r, or a check
+that fails, goes to the full SVD, cut. At N=2048, r=N/4 this leaves the eigendecomposition
+and about a quarter of the full route's products.
+
 **Signs.** The route and LAPACK choose different signs (phases) for the singular vectors, and
 different bases for a repeated singular value. Functions that are invariant under those
 choices (U diag(s) V^H, projectors, s) agree to the tolerance; U and V themselves may not.
@@ -91,6 +102,9 @@ LEVEL_MIN_SIDE = 128
 # orthonormal to HOST_TAIL_ULPS, else by gesvd (host_tail_svd)
 GESVD_BELOW = 128
 HOST_TAIL_ULPS = TOL_ULPS // 8
+# gram_head: rest is taken from the eigenvalues where REST_ERROR n eps s_max^2 is within
+# TOL_ULPS ulp of it
+REST_ERROR = 4.0
 GRAM_FAILS_IN_A_ROW = 2
 RETRY_AFTER = 8
 
@@ -282,6 +296,54 @@ def gram_svd(
         order = xp.asarray(order)
         uu, vv = uu[:, order], vv[order]
     return uu, xp.asarray(ss), vv
+
+
+def gram_head(xp, a, rank: int, checks: Checks, precheck: bool = True, frob: float = 1.0):
+    """``(u, s, vh, rest)``: the first ``rank`` singular triplets of the tall (m >= n > rank)
+    matrix ``a`` (Frobenius norm ``frob``, in (1/2, 1]) and rest, the squared sum of its other
+    singular values, through the Gram matrix; or None where that would not be accurate (the
+    module docstring's "Truncated"); ``rest`` a float."""
+    if precheck and head_unlikely(xp, a, frob, checks.to_host):
+        return None
+    m, n = a.shape
+    real = real_dtype(a.dtype)
+    tl_ = tol(real)
+    w, v = xp.linalg.eigh(checks.gram(a), UPLO="U")
+    lam = np.asarray(checks.to_host(w), dtype=np.float64)[::-1]  # descending
+    top2 = float(lam[0])
+    if not 0.0 < top2 < math.inf:
+        return None
+    # each eigenvalue is within about eps top^2: rest, summed from them, within
+    # REST_ERROR n eps top^2, which must be within the tolerance of rest itself (written so
+    # that NaN is declined); a spectrum whose rest is that small goes to the full SVD
+    rest = float(np.maximum(lam[rank:], 0.0).sum())
+    if not REST_ERROR * n * top2 <= TOL_ULPS * rest:
+        return None
+    s_host = np.sqrt(np.maximum(lam[:rank], 0.0)).astype(real)
+    top = float(s_host[0])
+    # U's columns i, j are orthogonal to about eps s_max^2 / (s_i s_j): a cut column below
+    # this is predicted to fail
+    if not s_host[-1] >= top / math.sqrt(TOL_ULPS):
+        return None
+    vr = xp.ascontiguousarray(v[:, n - rank :][:, ::-1])
+    s_dev = xp.asarray(s_host)
+    u = xp.ascontiguousarray(a @ vr)  # A V = U S
+    checks.scale_cols(u, s_dev)
+    # each column's residual, U's and V's columns orthonormal: launched together, waited for
+    # once
+    parts = (
+        checks.resid_norms(xp.ascontiguousarray(a.conj().T @ u), vr, s_dev, fetch=False),
+        checks.offmax(u, fetch=False),
+        checks.offmax(vr, fetch=False),
+    )
+    res, off, voff = (np.asarray(checks.to_host(p)) for p in parts)
+    if not (
+        res.max(initial=0.0) <= tl_ * top
+        and off.max(initial=0.0) <= tl_
+        and voff.max(initial=0.0) <= tl_
+    ):
+        return None
+    return u, s_dev, xp.ascontiguousarray(vr.conj().T), rest
 
 
 def _first_bad(good: np.ndarray) -> int:
@@ -569,7 +631,10 @@ class GramRoute:
         self.skip = self.fails = 0
         self.ok = False
 
-    def __call__(self, x) -> Any:
+    def __call__(self, x, rank: int | None = None) -> Any:
+        """The reduced SVD of ``x``, or with ``rank`` (below min(m, n); one level only) its
+        first ``rank`` triplets and the squared sum of the other singular values,
+        ``(u, s, vh, rest)`` (``gram_head``); None where declined."""
         if self.skip > 0:
             self.skip -= 1
             return None
@@ -580,16 +645,22 @@ class GramRoute:
         if 0.0 < norm < math.inf:
             scale = 2.0 ** -math.ceil(math.log2(norm))
             a = x * scale
-            got = gram_svd(
-                self.xp,
-                a if m >= n else a.T,
-                self.small_svd,
-                norm * scale,
-                self.checks,
-                precheck=not (self.ok and self.history),
-                levels=self.levels,
-                host_small=self.host_small,
-            )
+            precheck = not (self.ok and self.history)
+            if rank is not None:
+                got = gram_head(
+                    self.xp, a if m >= n else a.T, rank, self.checks, precheck, norm * scale
+                )
+            else:
+                got = gram_svd(
+                    self.xp,
+                    a if m >= n else a.T,
+                    self.small_svd,
+                    norm * scale,
+                    self.checks,
+                    precheck=precheck,
+                    levels=self.levels,
+                    host_small=self.host_small,
+                )
         self.ok = got is not None
         if got is None:
             self.counters[self.names[1]] += 1
@@ -599,6 +670,8 @@ class GramRoute:
             return None
         self.fails = 0
         self.counters[self.names[0]] += 1
-        ua, s, vha = got  # x^T = U S V^H for a wide x: x = conj(V) S U^T
+        ua, s, vha = got[:3]  # x^T = U S V^H for a wide x: x = conj(V) S U^T
         u, vh = (ua, vha) if m >= n else (vha.T, ua.T)
+        if rank is not None:
+            return u, s * (1.0 / scale), vh, got[3] / (scale * scale)
         return u, s * (1.0 / scale), vh
