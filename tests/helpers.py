@@ -304,3 +304,34 @@ def check_svd(x, u, s, vh, dtype):
     rec = (u * s[..., None, :]) @ vh
     scale = np.linalg.norm(x, axis=(-2, -1), keepdims=True)
     assert np.max(np.abs(rec - x) / scale) < 100 * tol
+
+
+def truncated_reference(x, r):
+    """NumPy's first r triplets of x (in double precision), the squared sum of its other
+    singular values, and all of them."""
+    wide = np.complex128 if x.dtype.kind == "c" else np.float64
+    u, s, vh = np.linalg.svd(x.astype(wide), full_matrices=False)
+    return u[..., :r], s[..., :r], vh[..., :r, :], (s[..., r:] ** 2).sum(-1), s
+
+
+def check_truncated_svd(x, r, u, s, vh, rest, dtype):
+    """The first r triplets of x to SVD_TOL (U S Vh and the projectors: the phases are the
+    route's), and rest against NumPy's sum of the other s_i^2."""
+    tol = SVD_TOL[dtype]
+    ur, sr, vhr, rest_ref, sall = truncated_reference(x, r)
+    real = dtype.replace("complex64", "float32").replace("complex128", "float64")
+    assert u.dtype == np.dtype(dtype) and vh.dtype == np.dtype(dtype)
+    assert s.dtype == np.dtype(real) and np.asarray(rest).dtype == np.dtype(real)
+    assert u.shape == x.shape[:-1] + (r,) and vh.shape == x.shape[:-2] + (r, x.shape[-1])
+    top = sall[..., :1]
+    np.testing.assert_allclose(s / top, sr / top, atol=10 * tol)
+    eye = np.broadcast_to(np.eye(r), u.shape[:-2] + (r, r))
+    np.testing.assert_allclose(np.swapaxes(u.conj(), -1, -2) @ u, eye, atol=100 * tol)
+    np.testing.assert_allclose(vh @ np.swapaxes(vh.conj(), -1, -2), eye, atol=100 * tol)
+    rec = (u * s[..., None, :]) @ vh
+    want = (ur * sr[..., None, :]) @ vhr
+    scale = np.linalg.norm(x, axis=(-2, -1), keepdims=True)
+    assert np.max(np.abs(rec - want) / scale) < 100 * tol
+    np.testing.assert_allclose(
+        rest, rest_ref, rtol=100 * tol, atol=10 * tol * float(top.max()) ** 2
+    )

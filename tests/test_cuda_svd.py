@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import SVD_TOL, check_svd, cuda_marks, matrix_with_spectrum
+from helpers import SVD_TOL, check_svd, check_truncated_svd, cuda_marks, matrix_with_spectrum
 from tenloom.graph.errors import EvaluationError
 
 import tenloom as tl
@@ -218,6 +218,71 @@ def test_truncated_tensor_svd_and_its_gradient_on_gpu():
     g_gpu = tl.grad(loss, t).evaluate(device="cuda:0")
     g_cpu = tl.grad(loss, t).evaluate()
     np.testing.assert_allclose(g_gpu, g_cpu, atol=1e-9)
+
+
+def _truncated(x, r):
+    return tl.evaluate(*tl.linalg.tensor_svd(tl.asarray(x), 0, max_rank=r), device="cuda:0")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(300, 300), (260, 400), (400, 260)])
+def test_truncated_gaussian_matrices_take_the_head_alone(dtype, shape):
+    """TRUNCATED_SVD (tensor_svd below K) on a Gaussian matrix: the Gram route's head of r
+    columns, checked (runtime/kernels/gram_svd.py ``gram_head``), nothing else."""
+    x = _matrix(shape, dtype, "gauss", seed=sum(shape) + 1)
+    r = min(shape) // 4
+    before = _counters()
+    got = _truncated(x, r)
+    check_truncated_svd(x, r, *got, dtype)
+    d = _delta(before)
+    assert d["gram"] == 1 and sum(d.values()) == 1, d
+
+
+def test_a_batch_of_truncated_matrices_matches_numpy():
+    from tenloom.graph.node import make_node
+    from tenloom.graph.ops import Op
+    from tenloom.graph.ops.tensor_svd import _truncated_views
+
+    x = _matrix((3, 280, 300), "complex128", "gauss", seed=5)
+    node = make_node(Op.TRUNCATED_SVD, (tl.asarray(x).node,), (1e-12, 70))
+    views = [tl.Tensor(v) for v in _truncated_views(node, x.shape, 70)]
+    before = _counters()
+    check_truncated_svd(x, 70, *tl.evaluate(*views, device="cuda:0"), "complex128")
+    assert _delta(before)["gram"] == 3
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_truncated_spectra_the_head_cannot_take_are_the_full_svds_cut(dtype):
+    """A DMRG-like spectrum (declined before any eigendecomposition: gesvdp or the levels) and
+    one whose rest is too small for the eigenvalues (declined after it: not tried again by the
+    full Gram route) give the full SVD's first triplets and rest."""
+    n = 320
+    decay = _matrix((n, n), dtype, np.logspace(0, -14, n), seed=6)
+    tiny = _matrix((n, n), dtype, np.r_[np.linspace(1, 0.5, 100), np.full(n - 100, 1e-10)], 7)
+    for x, r in ((decay, 100), (tiny, 100)):
+        before = _counters()
+        got = _truncated(x, r)
+        check_truncated_svd(x, r, *got, dtype)
+        d = _delta(before)
+        assert d["gram"] == 0 and d["gram_declined"] == 1, d
+        assert d["gesvdp"] + d["levels"] + d["gesvd"] + d["redone"] >= 1, d
+    np.testing.assert_allclose(got[3], (n - 100) * 1e-20, rtol=1e-6)
+
+
+def test_truncated_small_and_non_finite_matrices_keep_their_routes():
+    x = _matrix((60, 90), "float64", "gauss", seed=8)
+    before = _counters()
+    check_truncated_svd(x, 20, *_truncated(x, 20), "float64")
+    assert _delta(before)["host"] == 1
+    y = _matrix((300, 300), "float64", "gauss", seed=9)
+    y[1, 2] = np.inf
+    before = _counters()
+    try:
+        got = _truncated(y, 50)
+        assert not np.isfinite(got[1]).all()
+    except EvaluationError:
+        pass  # cuSOLVER's own verdict on a non-finite matrix stands
+    assert _delta(before)["gesvd"] == 1
 
 
 @pytest.mark.parametrize("scale", [1e-30, 1e-4, 1e4, 1e30])

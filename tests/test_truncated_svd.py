@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import SVD_TOL, matrix_with_spectrum
+from helpers import check_truncated_svd, matrix_with_spectrum, truncated_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tenloom.graph.graph import Graph
@@ -30,35 +30,6 @@ def _delta(before):
     return {k: v - before[k] for k, v in _counters().items()}
 
 
-def _reference(x, r):
-    wide = np.complex128 if x.dtype.kind == "c" else np.float64
-    u, s, vh = np.linalg.svd(x.astype(wide), full_matrices=False)
-    return u[..., :r], s[..., :r], vh[..., :r, :], (s[..., r:] ** 2).sum(-1), s
-
-
-def _check(x, r, u, s, vh, rest, dtype):
-    """The first r triplets of x to SVD_TOL (U S Vh and the projectors: the phases are the
-    route's), and rest against NumPy's sum of the other s_i^2."""
-    tol = SVD_TOL[dtype]
-    ur, sr, vhr, rest_ref, sall = _reference(x, r)
-    real = dtype.replace("complex64", "float32").replace("complex128", "float64")
-    assert u.dtype == np.dtype(dtype) and vh.dtype == np.dtype(dtype)
-    assert s.dtype == np.dtype(real) and np.asarray(rest).dtype == np.dtype(real)
-    assert u.shape == x.shape[:-1] + (r,) and vh.shape == x.shape[:-2] + (r, x.shape[-1])
-    top = sall[..., :1]
-    np.testing.assert_allclose(s / top, sr / top, atol=10 * tol)
-    eye = np.broadcast_to(np.eye(r), u.shape[:-2] + (r, r))
-    np.testing.assert_allclose(np.swapaxes(u.conj(), -1, -2) @ u, eye, atol=100 * tol)
-    np.testing.assert_allclose(vh @ np.swapaxes(vh.conj(), -1, -2), eye, atol=100 * tol)
-    rec = (u * s[..., None, :]) @ vh
-    want = (ur * sr[..., None, :]) @ vhr
-    scale = np.linalg.norm(x, axis=(-2, -1), keepdims=True)
-    assert np.max(np.abs(rec - want) / scale) < 100 * tol
-    np.testing.assert_allclose(
-        rest, rest_ref, rtol=100 * tol, atol=10 * tol * float(top.max()) ** 2
-    )
-
-
 def _node(x, r, eps=1e-12):
     """The TRUNCATED_SVD node of ``x`` (any batch) and its four views, evaluated."""
     t = tl.asarray(x)
@@ -72,7 +43,7 @@ def test_the_node_matches_numpy_batched_or_not(dtype, shape):
     x = matrix_with_spectrum(shape, dtype, "gauss", seed=sum(shape))
     r = min(shape[-2:]) // 4 + 1
     before = _counters()
-    _check(x, r, *_node(x, r), dtype)
+    check_truncated_svd(x, r, *_node(x, r), dtype)
     d = _delta(before)
     count = int(np.prod(shape[:-2], dtype=int))
     if dtype.startswith("float") and min(shape[-2:]) >= cpu.GRAM_MIN_SIDE:
@@ -88,7 +59,7 @@ def test_tensor_svd_below_k_builds_the_truncated_node(dtype):
     ops = {n.op for n in Graph(tuple(p.node for p in parts)).order}
     assert Op.TRUNCATED_SVD in ops and Op.SVD not in ops
     u, s, vh, rest = tl.evaluate(*parts)
-    _check(x.reshape(60, 40), 9, u.reshape(60, 9), s, vh, rest, dtype)
+    check_truncated_svd(x.reshape(60, 40), 9, u.reshape(60, 9), s, vh, rest, dtype)
     # at the bound K the reduced SVD, as before
     parts = tl.linalg.tensor_svd(tl.asarray(x), (0, 1), max_rank=40)
     ops = {n.op for n in Graph(tuple(p.node for p in parts)).order}
@@ -130,7 +101,7 @@ def test_a_spectrum_whose_rest_is_tiny_goes_to_lapack():
     u, s, vh, rest = _node(x, 100)
     assert _delta(before)["lapack"] == 1
     np.testing.assert_allclose(rest, 200 * 1e-20, rtol=1e-6)
-    _check(x, 100, u, s, vh, rest, "float64")
+    check_truncated_svd(x, 100, u, s, vh, rest, "float64")
 
 
 def test_a_head_predicted_short_of_the_rank_goes_to_lapack():
@@ -141,7 +112,7 @@ def test_a_head_predicted_short_of_the_rank_goes_to_lapack():
     a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
     assert gs.gram_head(np, a, 90, gs.NUMPY_CHECKS, precheck=False) is not None
     assert gs.gram_head(np, a, 120, gs.NUMPY_CHECKS, precheck=False) is None
-    _check(x, 120, *_node(x, 120), "float64")
+    check_truncated_svd(x, 120, *_node(x, 120), "float64")
 
 
 def _numpy_with_eigh(after):
@@ -220,7 +191,7 @@ def test_the_route_scales_wide_matrices_and_the_rest():
     route = gs.GramRoute(np, gs.NUMPY_CHECKS, None, {"gram": 0, "gram_declined": 0}, False)
     u, s, vh, rest = route(x, 60)
     assert route.counters == {"gram": 1, "gram_declined": 0}
-    _check(x, 60, u, s, vh, rest, "float64")
+    check_truncated_svd(x, 60, u, s, vh, rest, "float64")
 
 
 def test_non_finite_values_and_deterministic_runs_use_lapack():
@@ -229,7 +200,7 @@ def test_non_finite_values_and_deterministic_runs_use_lapack():
     got = tl.evaluate(*tl.linalg.tensor_svd(x, 0, max_rank=50), deterministic=True)
     assert _delta(before) == {"gram": 0, "gram_declined": 0, "lapack": 1}
     u, s, vh, rest = got
-    ref = _reference(x, 50)
+    ref = truncated_reference(x, 50)
     np.testing.assert_array_equal(s, ref[1])  # LAPACK's own bits
     y = x.copy()
     y[3, 4] = np.nan
@@ -300,4 +271,4 @@ def test_random_spectra_and_ranks_match_numpy(m, n, dtype, decay, zeros, rank, s
     if zeros:
         spectrum[-zeros:] = 0
     x = matrix_with_spectrum((m, n), dtype, spectrum, seed=seed)
-    _check(x, rank, *_node(x, rank), dtype)
+    check_truncated_svd(x, rank, *_node(x, rank), dtype)
