@@ -266,7 +266,7 @@ def test_truncated_spectra_the_head_cannot_take_are_the_full_svds_cut(dtype):
         d = _delta(before)
         assert d["gram"] == 0 and d["gram_declined"] == 1, d
         assert d["gesvdp"] + d["levels"] + d["gesvd"] + d["redone"] >= 1, d
-    np.testing.assert_allclose(got[3], (n - 100) * 1e-20, rtol=1e-6)
+    np.testing.assert_allclose(got[3], (n - 100) * 1e-20, rtol=1e-4)  # (the matrix: to 1e-16)
 
 
 def test_truncated_small_and_non_finite_matrices_keep_their_routes():

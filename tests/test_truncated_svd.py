@@ -100,7 +100,7 @@ def test_a_spectrum_whose_rest_is_tiny_goes_to_lapack():
     before = _counters()
     u, s, vh, rest = _node(x, 100)
     assert _delta(before)["lapack"] == 1
-    np.testing.assert_allclose(rest, 200 * 1e-20, rtol=1e-6)
+    np.testing.assert_allclose(rest, 200 * 1e-20, rtol=1e-4)  # (the matrix: to 1e-16)
     check_truncated_svd(x, 100, u, s, vh, rest, "float64")
 
 
