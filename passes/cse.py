@@ -148,6 +148,18 @@ def _share_decompositions(graph: Graph) -> Graph:
     for n in graph.order:
         if n.op in (Op.SVD, Op.EIGH) and id(n.inputs[0]) in wanted:
             full.setdefault(id(n.inputs[0]), []).append(n)
+    # truncated SVDs of an operand with no SVD: those of lower rank are views of the highest
+    # (which is not itself replaced, so the views' node stays)
+    top: dict[int, Node] = {}
+    for n in graph.order:
+        if n.op is Op.TRUNCATED_SVD and not any(
+            f.op is Op.SVD for f in full.get(id(n.inputs[0]), ())
+        ):
+            t = top.get(id(n.inputs[0]))
+            if t is None or n.attrs.rank > t.attrs.rank:
+                top[id(n.inputs[0])] = n
+    for key, n in top.items():
+        full.setdefault(key, []).append(n)
     if not full:
         return graph
     from tenloom.graph.ops.spectra import values_of_full

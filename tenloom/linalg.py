@@ -123,6 +123,11 @@ def tensor_svd(
             **({} if device is None else {"device": device}),
         )
         max_rank = max(1, int(kept))
+        # the reduced SVD node, as the probe's: its cutoff compares the same bits again (a
+        # truncated node's kernel may differ from it in the last place)
+        truncate = False
+    else:
+        truncate = True
     out = _b.tensor_svd(
         t,
         left,
@@ -132,6 +137,7 @@ def tensor_svd(
         absorb=absorb,
         eps=eps,
         return_rank=return_rank,
+        truncate=truncate,
     )
     return tuple(Tensor(n) for n in out)
 

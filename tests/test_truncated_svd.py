@@ -245,8 +245,11 @@ def test_bad_attributes_are_refused(attrs, match):
         OPS[Op.TRUNCATED_SVD].check_attrs((x.node,), attrs, Op.TRUNCATED_SVD)
 
 
-def test_shapes_are_checked_at_trace_time():
+def test_shapes_and_attributes_are_checked_at_trace_time():
     x = tl.placeholder((4, 5))
+    for attrs, what in (((1e-12, 0), "rank"), ((1e-12, 2.0), "rank"), ((-1.0, 2), "eps")):
+        with pytest.raises(tl.OptionError, match=f"truncated_svd: {what} must be"):
+            make_node(Op.TRUNCATED_SVD, (x.node,), attrs)
     with pytest.raises(tl.ShapeError, match=r"truncated_svd: rank 5 is above min\(M, N\) = 4"):
         make_node(Op.TRUNCATED_SVD, (x.node,), (1e-12, 5))
     v = tl.placeholder((6,))
@@ -272,3 +275,74 @@ def test_random_spectra_and_ranks_match_numpy(m, n, dtype, decay, zeros, rank, s
         spectrum[-zeros:] = 0
     x = matrix_with_spectrum((m, n), dtype, spectrum, seed=seed)
     check_truncated_svd(x, rank, *_node(x, rank), dtype)
+
+
+@pytest.mark.parametrize(
+    "eps,error",
+    [
+        (-1.0, tl.OptionError),
+        (float("nan"), tl.OptionError),
+        (float("inf"), tl.OptionError),
+        (True, tl.OptionTypeError),
+        ("abc", tl.OptionTypeError),
+        (None, tl.OptionTypeError),
+    ],
+)
+@pytest.mark.parametrize("max_rank", [2, 4])
+def test_eps_is_checked_below_k_as_at_k(eps, error, max_rank):
+    with pytest.raises(error, match="tensor_svd: eps"):
+        tl.linalg.tensor_svd(tl.placeholder((4, 6)), 0, max_rank=max_rank, eps=eps)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+@pytest.mark.parametrize("passes", [None, ()])
+def test_derivatives_are_right_without_the_cse_pass(dtype, passes):
+    """Without cse the graph has both the truncated node and its rules' reduced SVD, run by
+    different kernels (here LAPACK for the truncated node, whose rest is too small for the
+    eigenvalues, and the Gram route for the reduced SVD), whose singular vectors differ in
+    sign: the rules read the truncated node's own for the kept triplets."""
+    spectrum = np.concatenate([np.linspace(2, 1, 100), np.full(200, 1e-9)])
+    x = matrix_with_spectrum((300, 300), dtype, spectrum, seed=11)
+    w, d = (matrix_with_spectrum((300, 300), dtype, "gauss", seed=s) for s in (13, 14))
+    p = tl.placeholder((300, 300), dtype, name="x")
+    u, s, vh, disc = tl.linalg.tensor_svd(p, 0, max_rank=40)
+    loss = tl.sum(tl.real(tl.asarray(w) * (u @ vh))) + tl.sum(s**2) * 0.01 + disc * 0.1
+    opts = {} if passes is None else {"passes": passes}
+    before = _counters()
+    (g,) = tl.evaluate(tl.grad(loss, p), feed={p: x}, **opts)
+    (t,) = tl.evaluate(tl.jvp(loss, p, tl.asarray(d)), feed={p: x}, **opts)
+    if passes == () and dtype == "float64":  # two kernels ran on the one operand
+        assert _delta(before)["gram"] >= 1 and _delta(before)["lapack"] >= 1, _delta(before)
+
+    def f(y):
+        return float(tl.evaluate(loss, feed={p: y})[0])
+
+    h = 1e-6
+    fd = (f(x + h * d) - f(x - h * d)) / (2 * h)
+    assert abs(float(np.real(np.vdot(g, d))) - fd) <= 1e-6 * max(1.0, abs(fd))
+    assert abs(float(np.real(t)) - fd) <= 1e-6 * max(1.0, abs(fd))
+
+
+def test_two_ranks_of_one_operand_share_one_decomposition():
+    x = matrix_with_spectrum((40, 30), "float64", "gauss", seed=15)
+    t = tl.asarray(x)
+    a = tl.linalg.tensor_svd(t, 0, max_rank=5)
+    b = tl.linalg.tensor_svd(t, 0, max_rank=12)
+    plan = tl.compile([*a, *b])
+    ops = [n.op for n in plan.optimized.order if n.op in (Op.SVD, Op.TRUNCATED_SVD)]
+    assert ops == [Op.TRUNCATED_SVD]
+    got = plan()
+    check_truncated_svd(x, 5, *got[:4], "float64")
+    check_truncated_svd(x, 12, *got[4:], "float64")
+
+
+def test_a_rank_a_cutoff_chose_is_chosen_again_from_the_same_node():
+    """Without max_rank the front end evaluates the reduced SVD to count what the cutoff keeps;
+    the graph it returns cuts at that count from the same node (a truncated node's kernel could
+    differ in the last place and keep fewer at a threshold)."""
+    x = matrix_with_spectrum((40, 30), "float64", np.linspace(3, 1, 30), seed=16)
+    out = tl.linalg.tensor_svd(x, 0, cutoff=0.5, return_rank=True)
+    ops = {n.op for n in Graph(tuple(o.node for o in out)).order}
+    assert Op.SVD in ops and Op.TRUNCATED_SVD not in ops
+    u, s, vh, disc, kept = tl.evaluate(*out)
+    assert int(kept) == s.shape[0] < 30 and (s > 0).all()

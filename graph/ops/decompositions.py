@@ -545,6 +545,15 @@ register_op(
 DEFAULT_EPS = 1e-12  # eigh's and svd's Lorentzian broadening (see the module docstring)
 
 
+def check_eps(eps: Any, op: str) -> float:
+    """A derivative broadening ``eps`` checked (a finite number >= 0, not a bool), as a float."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
+        raise OptionTypeError(f"{op}: eps {eps!r} is not a number")
+    if not 0 <= float(eps) < math.inf:  # (NaN is not)
+        raise OptionError(f"{op}: eps must be finite and >= 0, got {eps!r}")
+    return float(eps)
+
+
 @builder(public=False)
 def eigh(a: Any, UPLO: str = "L", *, eps: float = DEFAULT_EPS) -> tuple[Node, Node]:  # noqa: N803
     """``(eigenvalues, eigenvectors)`` of each Hermitian matrix of ``a`` (..., M, M), as
@@ -555,11 +564,8 @@ def eigh(a: Any, UPLO: str = "L", *, eps: float = DEFAULT_EPS) -> tuple[Node, No
     UPLO = UPLO.upper() if isinstance(UPLO, str) else UPLO  # noqa: N806  (NumPy takes "l", "u")
     if UPLO not in ("L", "U"):
         raise OptionError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
-        raise OptionTypeError(f"eigh: eps {eps!r} is not a number")
-    if not 0 <= float(eps) < math.inf:
-        raise OptionError(f"eigh: eps must be finite and >= 0, got {eps!r}")
-    p = make_node(Op.EIGH, (n,), (UPLO, float(eps)))
+    eps = check_eps(eps, "eigh")
+    p = make_node(Op.EIGH, (n,), (UPLO, eps))
     return _eigh_views(p, n.shape)
 
 
@@ -574,10 +580,7 @@ def eigvalsh(a: Any, UPLO: str = "L", *, eps: float = DEFAULT_EPS) -> Node:  # n
     UPLO = UPLO.upper() if isinstance(UPLO, str) else UPLO  # noqa: N806  (NumPy takes "l", "u")
     if UPLO not in ("L", "U"):
         raise OptionError(f"eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
-        raise OptionTypeError(f"eigvalsh: eps {eps!r} is not a number")
-    if not 0 <= float(eps) < math.inf:
-        raise OptionError(f"eigvalsh: eps must be finite and >= 0, got {eps!r}")
+    eps = check_eps(eps, "eigvalsh")
     return make_node(Op.EIGVALSH, (n,), (UPLO,))
 
 
@@ -627,15 +630,12 @@ def svd(
     for name, flag in (("full_matrices", full_matrices), ("compute_uv", compute_uv)):
         if not isinstance(flag, (bool, np.bool_)):
             raise OptionTypeError(f"svd: {name} {flag!r} is not a bool")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
-        raise OptionTypeError(f"svd: eps {eps!r} is not a number")
-    if not 0 <= float(eps) < math.inf:
-        raise OptionError(f"svd: eps must be finite and >= 0, got {eps!r}")
+    eps = check_eps(eps, "svd")
     if not compute_uv:  # the values alone: SVDVALS (graph/ops/spectra.py)
         return make_node(Op.SVDVALS, (n,))
     # a square matrix's full SVD is its reduced one: one node, as before full_matrices existed
     full = bool(full_matrices and compute_uv and n.ndim >= 2 and n.shape[-1] != n.shape[-2])
-    u, s, vh = _svd_views(make_node(Op.SVD, (n,), (float(eps), full)), n.shape, full)
+    u, s, vh = _svd_views(make_node(Op.SVD, (n,), (eps, full)), n.shape, full)
     return (u, s, vh) if compute_uv else s
 
 

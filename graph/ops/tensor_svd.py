@@ -60,6 +60,7 @@ from tenloom.graph.ops.decompositions import (
     _svd_jvp,
     _svd_views,
     _svd_vjp,
+    check_eps,
     svd,
     svd_arrays,
 )
@@ -91,6 +92,10 @@ def _truncated_infer(inputs, attrs):
         )
     m, n = x.shape[-2:]
     r = attrs[1]
+    if type(r) is not int or r < 1:
+        raise OptionError(f"truncated_svd: rank must be an int >= 1, got {short(r)}")
+    if type(attrs[0]) is not float or not 0 <= attrs[0] < math.inf:
+        raise OptionError(f"truncated_svd: eps must be a finite float >= 0, got {short(attrs[0])}")
     if r > min(m, n):
         raise ShapeError(
             f"truncated_svd: rank {r} is above min(M, N) = {min(m, n)} of operand 0 of shape "
@@ -111,9 +116,10 @@ def truncated_arrays(x, r: int):
 def pack_truncated(xp, u, s, vh, rest):
     """The node's layout: every U_r, then every s_r, every Vh_r and every rest, flat, in U's
     dtype (as the SVD's reference packs its factors)."""
+    rest = rest if hasattr(rest, "reshape") else xp.asarray(rest)  # (a float from a route)
     return xp.concatenate(
         [u.reshape(-1), s.reshape(-1).astype(u.dtype), vh.reshape(-1)]
-        + [xp.asarray(rest).reshape(-1).astype(u.dtype)]
+        + [rest.reshape(-1).astype(u.dtype)]
     )
 
 
@@ -156,27 +162,45 @@ def _reduced_svd(x: Value, eps: float) -> Node:
     return make_node(Op.SVD, (lift(x, "truncated_svd"),), (eps, False))
 
 
+def _completed(node, y, x: Value):
+    """``(full, whole, s)``: the reduced SVD node of ``x`` for the derivative rules, the packed
+    SVD they read, and its singular values. The first r triplets of ``whole`` are the truncated
+    node's own (``y``), the others the reduced SVD's: the rules then read the cotangents' U and
+    V, whatever signs the two kernels chose (the cse pass makes the two one node, but a graph
+    run without it has both)."""
+    r = node.attrs.rank
+    full = _reduced_svd(x, node.attrs.eps)
+    u, s, vh = (Value(v) for v in _svd_views(full, x.shape, False))
+    ur, sr, vhr, _ = (Value(v) for v in _truncated_views(y.node, x.shape, r))
+    s = T.concatenate([sr, s[..., r:]], axis=-1)
+    whole = _pack(
+        T.concatenate([ur, u[..., r:]], axis=-1),
+        s,
+        T.concatenate([vhr, vh[..., r:, :]], axis=-2),
+        dtype=y.dtype,
+    )
+    return full, whole, s
+
+
 def _truncated_vjp(node, y, xs, g):
     # the truncated results are the first r of the reduced SVD's and a sum of its s_i^2: the
     # SVD's rule with the cotangents of the cut pairs zero and d rest / d s_i = 2 s_i
     (x,) = xs
     r = node.attrs.rank
-    full = _reduced_svd(x, node.attrs.eps)
-    s = Value(_svd_views(full, x.shape, False)[1])
+    full, whole, s = _completed(node, y, x)
     gu, gs, gvh, grest = (Value(v) for v in _truncated_views(g.node, x.shape, r))
     batch, (m, n), k = tuple(x.shape[:-2]), x.shape[-2:], s.shape[-1]
     gu = T.concatenate([gu, T.zeros(batch + (m, k - r), dtype=gu.dtype)], axis=-1)
     gvh = T.concatenate([gvh, T.zeros(batch + (k - r, n), dtype=gvh.dtype)], axis=-2)
     gs = T.concatenate([gs, 2 * s[..., r:] * T.expand_dims(grest, -1)], axis=-1)
-    return _svd_vjp(full, Value(full), xs, _pack(gu, gs, gvh, dtype=y.dtype))
+    return _svd_vjp(full, whole, xs, _pack(gu, gs, gvh, dtype=y.dtype))
 
 
 def _truncated_jvp(node, y, xs, ts):
     (x,) = xs
     r = node.attrs.rank
-    full = _reduced_svd(x, node.attrs.eps)
-    s = Value(_svd_views(full, x.shape, False)[1])
-    t = _svd_jvp(full, Value(full), xs, ts)
+    full, whole, s = _completed(node, y, x)
+    t = _svd_jvp(full, whole, xs, ts)
     du, ds, dvh = (Value(v) for v in _svd_views(t.node, x.shape, False))
     drest = T.sum(2 * s[..., r:] * ds[..., r:], axis=-1)
     return _pack(du[..., :r], ds[..., :r], dvh[..., :r, :], drest, dtype=y.dtype)
@@ -199,17 +223,25 @@ register_op(
 
 def head_of_full(node: Node, full: Node) -> Node | None:
     """The TRUNCATED_SVD ``node`` as a view of ``full``, an SVD node of the same operand (any
-    ``eps``, reduced or full), else None: what the cse pass substitutes, so a graph with both
-    (a gradient's) decomposes the matrix once."""
+    ``eps``, reduced or full) or a TRUNCATED_SVD of it with a higher rank, else None: what the
+    cse pass substitutes, so a graph with both (a gradient's, or two ranks of one split)
+    decomposes the matrix once."""
     x = node.inputs[0]
-    if full.op is not Op.SVD or full.inputs[0] is not x:
+    if full.inputs[0] is not x or full is node:
         return None
     r = node.attrs.rank
-    u, s, vh = (Value(v) for v in _svd_views(full, x.shape, full.attrs.full))
-    tail = s[..., r:]
-    return _pack(
-        u[..., :r], s[..., :r], vh[..., :r, :], T.sum(tail * tail, axis=-1), dtype=node.dtype
-    ).node
+    if full.op is Op.SVD:
+        u, s, vh = (Value(v) for v in _svd_views(full, x.shape, full.attrs.full))
+        tail = s[..., r:]
+        rest = T.sum(tail * tail, axis=-1)
+    elif full.op is Op.TRUNCATED_SVD and full.attrs.rank > r:
+        views = _truncated_views(full, x.shape, full.attrs.rank)
+        u, s, vh, more = (Value(v) for v in views)
+        tail = s[..., r:]
+        rest = more + T.sum(tail * tail, axis=-1)
+    else:
+        return None
+    return _pack(u[..., :r], s[..., :r], vh[..., :r, :], rest, dtype=node.dtype).node
 
 
 def split_axes(shape: tuple[int, ...], left: Any, op: str = "tensor_svd"):
@@ -280,6 +312,7 @@ def tensor_svd(
     absorb: str | None = None,
     eps: float = DEFAULT_EPS,
     return_rank: bool = False,
+    truncate: bool = True,
 ) -> tuple[Node, ...]:
     """The truncated SVD of ``t`` with the axes ``left`` as rows and the others as columns (see
     the module docstring for the rank rule, the cutoffs and the derivatives).
@@ -290,8 +323,11 @@ def tensor_svd(
     ``"right"`` ``(U, S Vh, discarded)``, ``"both"`` ``(U sqrt(S), sqrt(S) Vh, discarded)``.
     ``return_rank=True`` appends the number of singular values kept, a 0-d int64 Tensor (at
     most r; fewer where the cutoff zeroed some): a traced function, whose shapes are the
-    bound, reads from it how far to trim the bond."""
+    bound, reads from it how far to trim the bond. ``truncate=False`` (the front end's, where a
+    cutoff chose the rank from the reduced SVD) takes the reduced SVD node below K too, so the
+    cutoff compares the same bits again."""
     n = lift(t, "tensor_svd")
+    eps = check_eps(eps, "tensor_svd")
     lax, rax = split_axes(n.shape, left)
     max_rank, cutoff = check_truncation(max_rank, cutoff, cutoff_mode)
     if absorb not in ABSORB:
@@ -310,9 +346,13 @@ def tensor_svd(
     k = min(m, k_cols)
     r = k if max_rank is None else min(max_rank, k)
     a = T.reshape(T.transpose(Value(n), lax + rax), (m, k_cols))
-    if r < k:  # the first r triplets and the squared sum of the rest: one TRUNCATED_SVD node
-        node = make_node(Op.TRUNCATED_SVD, (a.node,), (float(eps), r))
+    if r < k and truncate:  # the first r triplets and the rest's squared sum: one node
+        node = make_node(Op.TRUNCATED_SVD, (a.node,), (eps, r))
         u, s, vh, rest = (Value(x) for x in _truncated_views(node, (m, k_cols), r))
+    elif r < k:
+        u, s, vh = (Value(x) for x in svd(a, False, True, eps=eps))
+        tail = s[r:]
+        u, s, vh, rest = u[:, :r], s[:r], vh[:r, :], T.sum(tail * tail)
     else:
         u, s, vh = (Value(x) for x in svd(a, False, True, eps=eps))
         rest = T.zeros((), dtype=s.dtype)
