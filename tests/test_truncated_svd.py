@@ -1,7 +1,8 @@
 """TRUNCATED_SVD (graph/ops/tensor_svd.py): the node tensor_svd builds for a rank below
 min(M, N), its reference, its CPU kernel (the Gram route's head alone, runtime/kernels/
 gram_svd.py ``gram_head``, else LAPACK cut), its derivatives through the reduced SVD and the
-cse pass that shares that one. Results against NumPy for every dtype."""
+cse pass that shares that one. Results against NumPy for every dtype. The routes are counted
+on the CPU backend (as tests/test_gram_svd.py): CUDA's are in tests/test_cuda_svd.py."""
 
 from __future__ import annotations
 
@@ -107,7 +108,8 @@ def test_a_spectrum_whose_rest_is_tiny_goes_to_lapack():
 def test_a_head_predicted_short_of_the_rank_goes_to_lapack():
     """Columns below s_max / sqrt(TOL_ULPS) are predicted not to be orthonormal to the
     tolerance: a rank that reaches them is declined before any product."""
-    spectrum = np.concatenate([np.ones(100), np.full(200, 1e-3)])
+    # (distinct values: a rank inside a repeated value has no unique truncation)
+    spectrum = np.concatenate([np.linspace(1, 0.9, 100), np.geomspace(1e-3, 1e-4, 200)])
     x = matrix_with_spectrum((300, 300), "float64", spectrum, seed=4)
     a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
     assert gs.gram_head(np, a, 90, gs.NUMPY_CHECKS, precheck=False) is not None
