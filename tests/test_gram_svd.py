@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import SVD_TOL, check_svd, matrix_with_spectrum
+from helpers import SVD_TOL, check_svd, matrix_with_spectrum, numpy_with_eigh
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tenloom.runtime.backends import cpu
@@ -261,27 +261,6 @@ def test_levels_measure_small_values_against_a_smaller_norm():
     assert ours < np.abs(lapack[tail] / spectrum[tail] - 1).max()
 
 
-def _numpy_with_eigh(after):
-    """NumPy as the route's array module, with each eigh's ``(w, v)`` passed through
-    ``after(g, w, v)``."""
-
-    class LA:
-        def __getattr__(self, k):
-            return getattr(np.linalg, k)
-
-        def eigh(self, g, **kw):
-            w, v = np.linalg.eigh(g, **kw)
-            return after(g, w, v)
-
-    class XP:
-        linalg = LA()
-
-        def __getattr__(self, k):
-            return getattr(np, k)
-
-    return XP()
-
-
 def test_levels_leave_a_gaussian_matrix_to_one_level():
     """A Gaussian matrix's head is most of it: no QR of the head and no further level (one
     eigendecomposition), as with one level."""
@@ -292,7 +271,7 @@ def test_levels_leave_a_gaussian_matrix_to_one_level():
         calls.append(g.shape)
         return w, v
 
-    xp = _numpy_with_eigh(record)
+    xp = numpy_with_eigh(record)
     a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
     got = gs.gram_svd(
         xp, a, lambda b: np.linalg.svd(b, full_matrices=False), 1.0, gs.NUMPY_CHECKS, levels=4
@@ -370,7 +349,7 @@ def test_an_eigendecomposition_whose_v_is_not_orthonormal_is_declined(levels):
     x = _matrix((300, 300), "float64", "gauss", seed=16)
     a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
 
-    xp = _numpy_with_eigh(lambda g, w, v: (w, v * (1 + 1e-11)))
+    xp = numpy_with_eigh(lambda g, w, v: (w, v * (1 + 1e-11)))
     kw = {"levels": levels, "precheck": False}
     assert gs.gram_svd(np, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is not None
     assert gs.gram_svd(xp, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is None
@@ -389,7 +368,7 @@ def test_v_rows_of_the_tail_not_orthogonal_to_the_heads_are_declined(levels):
         v[:, 0] += 1e-11 * v[:, -1]
         return w, v
 
-    xp = _numpy_with_eigh(tilt)
+    xp = numpy_with_eigh(tilt)
     kw = {"levels": levels, "precheck": False}
     assert gs.gram_svd(np, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is not None
     assert gs.gram_svd(xp, a, np.linalg.svd, 1.0, gs.NUMPY_CHECKS, **kw) is None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import check_truncated_svd, matrix_with_spectrum, truncated_reference
+from helpers import check_truncated_svd, matrix_with_spectrum, numpy_with_eigh, truncated_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tenloom.graph.graph import Graph
@@ -117,24 +117,6 @@ def test_a_head_predicted_short_of_the_rank_goes_to_lapack():
     check_truncated_svd(x, 120, *_node(x, 120), "float64")
 
 
-def _numpy_with_eigh(after):
-    class LA:
-        def __getattr__(self, k):
-            return getattr(np.linalg, k)
-
-        def eigh(self, g, **kw):
-            w, v = np.linalg.eigh(g, **kw)
-            return after(g, w, v)
-
-    class XP:
-        linalg = LA()
-
-        def __getattr__(self, k):
-            return getattr(np, k)
-
-    return XP()
-
-
 @pytest.mark.parametrize("which", ["residual", "u", "v"])
 def test_each_check_of_the_head_is_read(which):
     """A NaN in any one of the three checks (each column's residual, U's columns and V's
@@ -165,7 +147,7 @@ def test_each_check_of_the_head_is_read(which):
 def test_an_eigendecomposition_whose_v_is_not_orthonormal_is_declined():
     x = matrix_with_spectrum((300, 300), "float64", "gauss", seed=6)
     a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
-    xp = _numpy_with_eigh(lambda g, w, v: (w, v * (1 + 1e-11)))
+    xp = numpy_with_eigh(lambda g, w, v: (w, v * (1 + 1e-11)))
     assert gs.gram_head(np, a, 75, gs.NUMPY_CHECKS, precheck=False) is not None
     assert gs.gram_head(xp, a, 75, gs.NUMPY_CHECKS, precheck=False) is None
 
