@@ -356,3 +356,46 @@ def numpy_with_eigh(after):
             return getattr(np, k)
 
     return XP()
+
+
+def upper_gram_checks():
+    """The Gram route's NumPy checks with NaN below the Gram matrix's diagonal: CUDA's herk
+    sets only the upper triangle, so a route must read only that one."""
+    from tenloom.runtime.kernels import gram_svd as gs
+
+    def upper_only(x):
+        g = gs._np_gram(x)
+        g[np.tril_indices(g.shape[0], -1)] = np.nan
+        return g
+
+    return gs.NUMPY_CHECKS._replace(gram=upper_only)
+
+
+def random_spectrum_matrix(m, n, dtype, decay, zeros, seed):
+    """``(x, spectrum)``: an m x n matrix whose singular values fall as logspace(0, -decay)
+    (uniform in [0, 1) for decay 0), sorted, the last ``zeros`` of them exactly 0 (at most all
+    but one)."""
+    k = min(m, n)
+    rng = np.random.default_rng(seed)
+    spectrum = np.logspace(0, -decay, k) if decay else rng.random(k)
+    spectrum = np.sort(spectrum)[::-1].copy()
+    zeros = min(zeros, k - 1)
+    if zeros:
+        spectrum[-zeros:] = 0
+    return matrix_with_spectrum((m, n), dtype, spectrum, seed=seed), spectrum
+
+
+def spectrum_cases(**more):
+    """hypothesis strategies for ``random_spectrum_matrix`` of sides 256 to 300 (the CPU's Gram
+    route's sizes), every SVD dtype, and ``more``."""
+    from hypothesis import strategies as st
+
+    return dict(
+        m=st.integers(256, 300),
+        n=st.integers(256, 300),
+        dtype=st.sampled_from(["float32", "float64", "complex64", "complex128"]),
+        decay=st.sampled_from([0.0, 1.0, 3.0, 8.0]),
+        zeros=st.integers(0, 40),
+        seed=st.integers(0, 2**16),
+        **more,
+    )

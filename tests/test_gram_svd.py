@@ -7,7 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import SVD_TOL, check_svd, matrix_with_spectrum, numpy_with_eigh
+from helpers import (
+    SVD_TOL,
+    check_svd,
+    matrix_with_spectrum,
+    numpy_with_eigh,
+    random_spectrum_matrix,
+    spectrum_cases,
+    upper_gram_checks,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tenloom.runtime.backends import cpu
@@ -165,21 +173,9 @@ def test_the_truncated_svds_gradient_is_the_one_lapack_gives(monkeypatch):
 
 
 @settings(max_examples=25, deadline=None)
-@given(
-    m=st.integers(256, 300),
-    n=st.integers(256, 300),
-    dtype=st.sampled_from(DTYPES),
-    decay=st.sampled_from([0.0, 1.0, 3.0, 8.0]),
-    zeros=st.integers(0, 40),
-    seed=st.integers(0, 2**16),
-)
+@given(**spectrum_cases())
 def test_random_spectra_match_numpy(m, n, dtype, decay, zeros, seed):
-    k = min(m, n)
-    spectrum = np.logspace(0, -decay, k) if decay else np.random.default_rng(seed).random(k)
-    spectrum = np.sort(spectrum)[::-1].copy()
-    if zeros:
-        spectrum[-zeros:] = 0
-    x = _matrix((m, n), dtype, spectrum, seed=seed)
+    x = random_spectrum_matrix(m, n, dtype, decay, zeros, seed)[0]
     _check(x, *_svd(x), dtype)
 
 
@@ -291,16 +287,9 @@ def test_levels_leave_a_gaussian_matrix_to_one_level():
     seed=st.integers(0, 2**16),
 )
 def test_levels_on_random_spectra_match_numpy(m, n, dtype, decay, zeros, seed):
-    k = min(m, n)
     if dtype in ("float32", "complex64"):
         decay = min(decay, 6.0)
-    rng = np.random.default_rng(seed)
-    spectrum = np.logspace(0, -decay, k) if decay else rng.random(k)
-    spectrum = np.sort(spectrum)[::-1].copy()
-    zeros = min(zeros, k - 1)
-    if zeros:
-        spectrum[-zeros:] = 0
-    x = _matrix((m, n), dtype, spectrum, seed=seed)
+    x, spectrum = random_spectrum_matrix(m, n, dtype, decay, zeros, seed)
     got, _ = _levels(x)
     if got is None:  # declined (the caller's next route runs): allowed, but not for these
         pytest.fail(f"levels declined {m}x{n} {dtype} decay {decay} zeros {zeros}")
@@ -380,14 +369,9 @@ def test_only_the_grams_upper_triangle_is_read(levels, dtype):
     """CUDA's Gram matrix (herk) has only its upper triangle set: with NaN below the diagonal
     the route must give the same result as with the whole product."""
 
-    def upper_only(x):
-        g = gs._np_gram(x)
-        g[np.tril_indices(g.shape[0], -1)] = np.nan
-        return g
-
     x = _matrix((200, 160), dtype, "gauss", seed=19)
     a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
-    checks = gs.NUMPY_CHECKS._replace(gram=upper_only)
+    checks = upper_gram_checks()
     kw = {"levels": levels, "precheck": False}
     svd = lambda b: np.linalg.svd(b, full_matrices=False)  # noqa: E731
     want = gs.gram_svd(np, a, svd, 1.0, gs.NUMPY_CHECKS, **kw)

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import check_truncated_svd, matrix_with_spectrum, numpy_with_eigh, truncated_reference
+from helpers import (
+    check_truncated_svd,
+    matrix_with_spectrum,
+    numpy_with_eigh,
+    random_spectrum_matrix,
+    spectrum_cases,
+    truncated_reference,
+    upper_gram_checks,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tenloom.graph.graph import Graph
@@ -154,15 +162,10 @@ def test_an_eigendecomposition_whose_v_is_not_orthonormal_is_declined():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_only_the_grams_upper_triangle_is_read(dtype):
-    def upper_only(x):
-        g = gs._np_gram(x)
-        g[np.tril_indices(g.shape[0], -1)] = np.nan
-        return g
-
     x = matrix_with_spectrum((200, 160), dtype, "gauss", seed=7)
     a = x / 2.0 ** np.ceil(np.log2(np.linalg.norm(x)))
     want = gs.gram_head(np, a, 40, gs.NUMPY_CHECKS, precheck=False)
-    got = gs.gram_head(np, a, 40, gs.NUMPY_CHECKS._replace(gram=upper_only), precheck=False)
+    got = gs.gram_head(np, a, 40, upper_gram_checks(), precheck=False)
     assert want is not None and got is not None
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
@@ -242,22 +245,9 @@ def test_shapes_and_attributes_are_checked_at_trace_time():
 
 
 @settings(max_examples=25, deadline=None)
-@given(
-    m=st.integers(256, 300),
-    n=st.integers(256, 300),
-    dtype=st.sampled_from(DTYPES),
-    decay=st.sampled_from([0.0, 1.0, 3.0, 8.0]),
-    zeros=st.integers(0, 40),
-    rank=st.integers(1, 255),
-    seed=st.integers(0, 2**16),
-)
+@given(**spectrum_cases(rank=st.integers(1, 255)))
 def test_random_spectra_and_ranks_match_numpy(m, n, dtype, decay, zeros, rank, seed):
-    k = min(m, n)
-    spectrum = np.logspace(0, -decay, k) if decay else np.random.default_rng(seed).random(k)
-    spectrum = np.sort(spectrum)[::-1].copy()
-    if zeros:
-        spectrum[-zeros:] = 0
-    x = matrix_with_spectrum((m, n), dtype, spectrum, seed=seed)
+    x = random_spectrum_matrix(m, n, dtype, decay, zeros, seed)[0]
     check_truncated_svd(x, rank, *_node(x, rank), dtype)
 
 
