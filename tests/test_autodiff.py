@@ -270,3 +270,37 @@ def test_derivatives_with_respect_to_reductions_of_constants():
     d = tl.einsum("ii->i", tl.asarray(xv[..., 0]))  # a diagonal (a view in NumPy)
     (g,) = tl.grad(tl.sum(d * tl.asarray([1.0, 2.0, 3.0])), [d])
     np.testing.assert_array_equal(g.evaluate(), [1.0, 2.0, 3.0])
+
+
+def test_a_complex_sign_has_the_derivative_of_z_over_abs_z():
+    """sign(z) = z / |z| for complex z (NumPy 2): both sweeps as the composite's, and 0 at 0
+    (PyTorch's sgn). A real sign stays without a derivative."""
+    check_grads(tl.sign, [S], dtype="complex128")  # (forward mode: tests/test_jvp.py)
+    z = tl.placeholder((3,), "complex128")
+    w = np.array([1 + 2j, -0.5j, 3.0])
+    loss = tl.sum(tl.real(tl.sign(z) * tl.conj(tl.asarray(w))))
+    ref = tl.sum(tl.real(z / tl.abs(z) * tl.conj(tl.asarray(w))))
+    at = np.array([0.3 - 1.2j, 2.0 + 0.5j, 0.0])
+    (g,) = tl.evaluate(tl.grad(loss, z), feed={z: at})
+    (g_ref,) = tl.evaluate(tl.grad(ref, z), feed={z: at[:2].tolist() + [1.0]})
+    np.testing.assert_allclose(g[:2], g_ref[:2], rtol=1e-14)
+    assert g[2] == 0
+    x = tl.placeholder((3,))
+    (gr,) = tl.evaluate(tl.grad(tl.sum(tl.sign(x) * x), x), feed={x: np.array([-2.0, 0.0, 3.0])})
+    np.testing.assert_array_equal(gr, [-1.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e3, 1e4])
+def test_second_derivatives_through_svd_do_not_grow_with_the_scale(scale):
+    """Reverse over reverse through the SVD's rule: the broadening's diagonal is masked, not
+    0 / (0 + 1), whose derivative sent a cotangent that had to cancel (an error of 0.8 at
+    s_max = 2.6e4). U diag(s^3) Vh is A A^T A, whose Hessian-vector product is exact."""
+    rng = np.random.default_rng(5)
+    a, w, d = (rng.standard_normal((3, 3)) for _ in range(3))
+    a = a * scale
+    z = tl.placeholder((3, 3))
+    u, s, vh = tl.linalg.svd(z)
+    got = tl.hvp(tl.sum(((u * s**3) @ vh) * tl.asarray(w)), [z], [tl.asarray(d)])[0]
+    want = tl.hvp(tl.sum((z @ z.T @ z) * tl.asarray(w)), [z], [tl.asarray(d)])[0]
+    got, want = tl.evaluate(got, want, feed={z: a})
+    assert np.abs(got - want).max() <= 1e-9 * np.abs(want).max()

@@ -288,3 +288,36 @@ def test_the_evaluated_rank_is_the_graphs_own_and_keeps_at_least_one():
         tl.linalg.tensor_svd(np.eye(3), 0, cutoff=0.1, return_rank="y")
     with pytest.raises(tl.DeviceError):
         tl.linalg.tensor_svd(np.eye(3), 0, cutoff=0.1, device="cuda:99")
+
+
+@pytest.mark.parametrize("mode", ["rel", "abs", "discarded"])
+def test_absorb_both_under_a_cutoff_has_a_finite_gradient(mode):
+    """sqrt(s) masked by the cutoff, not sqrt of the masked s (sqrt's infinite derivative at a
+    zeroed value, times 0, was NaN)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 5))
+    d = rng.standard_normal((4, 5))
+    w1, w2 = rng.standard_normal((4, 3)), rng.standard_normal((3, 5))
+    cut = {"rel": 0.5, "abs": 1.5, "discarded": 0.2}[mode]
+    p = tl.placeholder((4, 5))
+    left, right, _ = tl.linalg.tensor_svd(
+        p, 0, max_rank=3, cutoff=cut, cutoff_mode=mode, absorb="both"
+    )
+    loss = tl.sum(left * tl.asarray(w1)) * tl.sum(right * tl.asarray(w2))
+    (g,) = tl.evaluate(tl.grad(loss, p), feed={p: x})
+    assert np.isfinite(g).all()
+    kept = int(
+        tl.evaluate(
+            tl.linalg.tensor_svd(x, 0, max_rank=3, cutoff=cut, cutoff_mode=mode, return_rank=True)[
+                -1
+            ]
+        )[0]
+    )
+    assert kept < 3  # the cutoff zeroed some of the bound
+    h = 1e-6
+
+    def f(y):
+        return float(tl.evaluate(loss, feed={p: y})[0])
+
+    fd = (f(x + h * d) - f(x - h * d)) / (2 * h)
+    assert abs(float(np.vdot(g, d)) - fd) <= 1e-6 * max(1.0, abs(fd))

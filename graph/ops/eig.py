@@ -113,7 +113,8 @@ def _broadened_complex(w: Value, eps: float) -> Value:
     n = w.shape[-1]
     d = T.expand_dims(w, -2) - T.expand_dims(w, -1)
     eye = T.eye(n, dtype=np.empty(0, w.dtype).real.dtype)
-    return T.conj(d) / (T.real(d * T.conj(d)) + (eye + eps))
+    # (the diagonal masked to 0, as decompositions._broadened, for second derivatives)
+    return T.conj(d) / (T.real(d * T.conj(d)) + (eye + eps)) * (1 - eye)
 
 
 def _diag(x: Value) -> Value:

@@ -11,7 +11,8 @@ strings together; its steps may hold plain tuples as attrs, so these rules unpac
 Differentiation (conventions in graph/autodiff.py): VJP rules compute J^H g, unbroadcast to
 each operand's shape; ``abs`` and ``sign`` use sign(0) = 0; ``maximum``/``minimum`` send the
 whole cotangent (follow the tangent of) the first operand on ties; ``where`` sends nothing to
-its condition; comparisons, bitwise ops, ``sign`` and ``floordiv`` carry no derivative.
+its condition; comparisons, bitwise ops, a real ``sign`` and ``floordiv`` carry no derivative
+(a complex ``sign``, z / |z|, does).
 """
 
 from __future__ import annotations
@@ -241,6 +242,26 @@ def _abs_vjp(node, y, xs, g):
     return (g * T.sign(x),)
 
 
+def _sign_vjp(node, y, xs, g):
+    """A real sign is piecewise constant: no derivative. A complex one is z / |z|, whose
+    cotangent is (g - Re(conj(g) y) y) / |z| (PyTorch's sgn; 0 at z = 0, as there)."""
+    (x,) = xs
+    if x.dtype.kind != "c":
+        return (None,)
+    r = T.abs(x)
+    safe = T.where(r == 0, 1.0, r)
+    return (T.where(r == 0, 0.0, (g - T.real(T.conj(g) * y) * y) / safe),)
+
+
+def _sign_jvp(node, y, xs, ts):
+    (x,), (t,) = xs, ts
+    if x.dtype.kind != "c":
+        return None
+    r = T.abs(x)
+    safe = T.where(r == 0, 1.0, r)
+    return T.where(r == 0, 0.0, (t - y * T.real(T.conj(y) * t)) / safe)
+
+
 def _pow_da(a, b):
     """d(a**b)/da = b a^(b-1), and 0 where b == 0 (a**0 is 1 everywhere; b a^(b-1) there is
     0 * inf = NaN at a == 0, and so was the second derivative of a**1, as PyTorch and JAX's
@@ -279,7 +300,7 @@ VJP_RULES = {
     Op.SIN: lambda n, y, xs, g: (g * cj(T.cos(xs[0])),),
     Op.COS: lambda n, y, xs, g: (-g * cj(T.sin(xs[0])),),
     Op.TANH: lambda n, y, xs, g: (g * cj(1.0 - y * y),),
-    Op.SIGN: lambda n, y, xs, g: (None,),
+    Op.SIGN: _sign_vjp,
     Op.CONJ: lambda n, y, xs, g: (cj(g),),
     Op.REAL: lambda n, y, xs, g: (T.astype(g, xs[0].dtype),),
     Op.IMAG: lambda n, y, xs, g: (
@@ -385,7 +406,7 @@ JVP_RULES = {
     Op.SIN: lambda n, y, xs, ts: ts[0] * T.cos(xs[0]),
     Op.COS: lambda n, y, xs, ts: -ts[0] * T.sin(xs[0]),
     Op.TANH: lambda n, y, xs, ts: ts[0] * (1.0 - y * y),
-    Op.SIGN: _zero_jvp,
+    Op.SIGN: _sign_jvp,
     Op.CONJ: linear_jvp,
     Op.REAL: linear_jvp,
     Op.IMAG: _imag_jvp,

@@ -373,7 +373,9 @@ def tensor_svd(
     if absorb is None:
         out = (su, ss, svh, discarded)
     else:
-        root = T.sqrt(ss) if absorb == "both" else ss
+        # sqrt(s) masked, not sqrt(s * keep): sqrt's derivative at a zeroed value is infinite,
+        # and times the mask's 0 it made the gradient NaN
+        root = (T.sqrt(s) * keep if cutoff else T.sqrt(s)) if absorb == "both" else ss
         lf = su * T.astype(root, su.dtype) if absorb in ("left", "both") else su
         rroot = T.reshape(T.astype(root, svh.dtype), (r,) + (1,) * len(rshape))
         rf = svh * rroot if absorb in ("right", "both") else svh
