@@ -114,6 +114,7 @@ EXTRA = {
         False,
     ),
     "sign_complex": (tl.sign, [S], "complex128", False),
+    "pinv": (tl.linalg.pinv, [S], "complex128", False),
     "truncated_svd": (_truncated, [S], "float64", False),
     "truncated_svd_complex": (_truncated, [S], "complex128", False),
     "prod_keepdims": (lambda x: tl.prod(x, axis=1, keepdims=True), [S], "float64", True),

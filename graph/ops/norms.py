@@ -1,6 +1,7 @@
-"""Composite builders of ``tl.linalg``, made of existing ops (no op of their own): the norms
-``vector_norm``, ``matrix_norm`` (the array API's) and ``norm`` (``numpy.linalg.norm``'s), and
-the pseudo-inverse ``pinv``, from the SVD (or eigh for ``hermitian=True``).
+"""Composite builders of ``tl.linalg``, made of existing ops: the norms ``vector_norm``,
+``matrix_norm`` (the array API's) and ``norm`` (``numpy.linalg.norm``'s), and the
+pseudo-inverse ``pinv``, from the SVD (or eigh for ``hermitian=True``), whose derivative is its
+own op's (PINV, below).
 
 Norms: the result dtype is NumPy's: the real dtype of the operand (float32 for complex64),
 integers and booleans promoted to float64. The 2-norm is sqrt(sum |x|^2) with |x|^2 computed as
@@ -13,12 +14,20 @@ rectangular or a complex matrix, gives nan there, as the SVD's rules divide by i
 
 pinv: with A = U diag(s) V^H, pinv(A) = V diag(s+) U^H where s+_i = 1 / s_i for s_i above
 rtol * max(s) and 0 for the others: a mask of the same static shape, so the graph does not
-depend on the values and differentiates through the SVD's rules (exact where the rank is
-locally constant, along directions that keep the rank: the cut-off singular pairs contribute
-nothing; pinv is gauge invariant, so degenerate kept singular values are fine too). As for the
-norms, a singular value that is exactly 0 makes the SVD's rules give nan. The default rtol is
-max(M, N) * eps of the real dtype, as the array API says (NumPy's own default, rcond=1e-15, is
-given as ``rcond=``).
+depend on the values. The default rtol is max(M, N) * eps of the real dtype, as the array API
+says (NumPy's own default, rcond=1e-15, is given as ``rcond=``).
+
+Its derivative is not the SVD's rules': those broaden 1 / (s_j^2 - s_i^2), which drops the
+pairs of equal singular values whose terms cancel to a finite limit in pinv (pinv of an
+orthogonal Q had a gradient of 0 where -Q^T G Q^T is right), and they divide by a singular
+value that is exactly 0. The value goes through a PINV node, which passes it on and carries the
+Moore-Penrose derivative of P = pinv(A) (Golub and Pereyra; JAX's pinv has the same rule):
+
+    dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P
+
+exact wherever the rank is locally constant and the cut singular values are 0; a cut of
+nonzero values (a large rtol) differentiates as if they were 0. ``hermitian=True`` applies it
+to the Hermitian matrix read from the lower triangle.
 """
 
 from __future__ import annotations
@@ -29,11 +38,12 @@ from typing import Any
 
 import numpy as np
 from tenloom.graph.errors import OptionError, OptionTypeError, ShapeError, fmt_shape
-from tenloom.graph.node import Node
+from tenloom.graph.node import Node, make_node
 from tenloom.graph.ops.args import bool_arg, int_arg, normalize_axes
+from tenloom.graph.ops.checks import check_no_attrs
 from tenloom.graph.ops.leaf import lift
-from tenloom.graph.ops.linalg import check_square, mH
-from tenloom.graph.ops.registry import builder
+from tenloom.graph.ops.linalg import _hermitian_part, check_square, mH
+from tenloom.graph.ops.registry import Op, OpKind, builder, register_op
 from tenloom.graph.value import V as T
 from tenloom.graph.value import Value
 
@@ -232,6 +242,56 @@ def _tolerance(rtol: Any, rcond: Any, batch: tuple[int, ...], default: float) ->
     return T.expand_dims(Value(t), -1)
 
 
+Op.define_all("pinv")
+
+
+def _pinv_infer(inputs, attrs):
+    y, a = inputs
+    if y.ndim < 2 or y.shape[:-2] != a.shape[:-2] or y.shape[-2:] != a.shape[-2:][::-1]:
+        raise ShapeError(
+            f"pinv: operand 0 of shape {fmt_shape(y.shape)} is not the pseudo-inverse's shape "
+            f"of operand 1, {fmt_shape(a.shape)}"
+        )
+    return y.shape, y.dtype
+
+
+def _pinv_vjp(node, y, xs, g):
+    # dL = Re tr(G^H dP) for the rule in the module docstring: nothing goes to the value's
+    # own graph (the SVD's)
+    p, a = y, xs[1]
+    gh = mH(g)
+    ph = mH(p)
+    first = -(ph @ g) @ ph
+    second = (gh - a @ (p @ gh)) @ (p @ ph)
+    third = (ph @ p) @ (gh - (gh @ p) @ a)
+    return (None, first + second + third)
+
+
+def _pinv_jvp(node, y, xs, ts):
+    p, a, da = y, xs[1], ts[1]
+    if da is None:
+        return None
+    dah = mH(da)
+    return (
+        -(p @ da) @ p
+        + (p @ mH(p)) @ (dah - (dah @ a) @ p)
+        + (dah - p @ (a @ dah)) @ (mH(p) @ p)
+    )
+
+
+register_op(
+    Op.PINV,
+    OpKind.LINALG,
+    _pinv_infer,
+    lambda xs, at: xs[0].copy(),  # the value, computed by its operand's graph
+    2,
+    vjp=_pinv_vjp,
+    jvp=_pinv_jvp,
+    cost=lambda node: math.prod(node.shape),
+    check_attrs=check_no_attrs,
+)
+
+
 def _inverted(s: Value, keep: Value) -> Value:
     """1 / s where ``keep``, 0 elsewhere, with finite derivatives at the cut ones."""
     return T.where(keep, 1.0 / T.where(keep, s, 1.0), 0.0)
@@ -265,6 +325,13 @@ def pinv(a: Any, rtol: Any = None, *, hermitian: bool = False, rcond: Any = None
         # (an empty matrix has no largest eigenvalue: its pseudo-inverse is empty)
         top = T.max(aw, -1, keepdims=True) if n.shape[-1] else 0.0
         keep = aw > tol * top
-        return ((v * T.expand_dims(_inverted(w, keep), -2)) @ mH(v)).node
-    keep = s > tol * s[..., :1]  # s descending: its first is the largest
-    return ((mH(vh) * T.expand_dims(_inverted(s, keep), -2)) @ mH(u)).node
+        value = (v * T.expand_dims(_inverted(w, keep), -2)) @ mH(v)
+        k = n.shape[-1]
+        lower = T.asarray(np.tril(np.ones((k, k), np.dtype(rd)), -1))
+        read = _hermitian_part(Value(n), lower, T.asarray(np.eye(k, dtype=np.dtype(rd))))
+    else:
+        keep = s > tol * s[..., :1]  # s descending: its first is the largest
+        value = (mH(vh) * T.expand_dims(_inverted(s, keep), -2)) @ mH(u)
+        read = Value(n)
+    # the value, with the Moore-Penrose derivative (the module docstring)
+    return make_node(Op.PINV, (value.node, read.node))
