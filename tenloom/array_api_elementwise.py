@@ -294,7 +294,7 @@ def round(x: Any) -> Tensor:  # noqa: A001
     """To the nearest integer, halves to even (NumPy's and the standard's rule)."""
     x = _t(x)
     if x.dtype.kind == "c":
-        return tl.add(round(tl.real(x)), tl.multiply(round(tl.imag(x)), 1j))
+        return tl.complex(round(tl.real(x)), round(tl.imag(x)))  # (no inf * 1j: NaN parts)
     _need(x, "biuf", "round")
     if x.dtype.kind != "f":
         return x
@@ -324,13 +324,16 @@ def tan(x: Any) -> Tensor:
     return tl.divide(tl.sin(x), tl.cos(x))
 
 
-def _hyperbolic_times(a: Tensor, t: Tensor, odd: bool) -> Tensor:
+def _hyperbolic_times(
+    a: Tensor, t: Tensor, odd: bool, far: Tensor | None = None, limit: float = 20.0
+) -> Tensor:
     """``sinh(a) * t`` (``odd``) or ``cosh(a) * t`` for real ``a``: for ``|a| > 20``, where
     both are ``+-e^|a| / 2``, as ``(e * t / 2) * e`` with ``e = e^(|a|/2)``, finite wherever the
     product is (``cosh(89.4)`` overflows float32, ``cosh(89.4) * cos(b)`` need not; NumPy's
-    ccosh scales alike)."""
-    near = tl.multiply(sinh(a) if odd else cosh(a), t)
-    big = tl.greater(tl.abs(a), 20)
+    ccosh scales alike). ``far``: the product below ``limit`` (20 unless given), where given
+    (real sinh and cosh's own, with the limit where e^|a| would overflow)."""
+    near = far if far is not None else tl.multiply(sinh(a) if odd else cosh(a), t)
+    big = tl.greater(tl.abs(a), limit)
     e = tl.exp(tl.multiply(tl.where(big, tl.abs(a), 0), 0.5))
     far = tl.multiply(tl.multiply(e, tl.multiply(t, 0.5)), e)
     if odd:
@@ -356,10 +359,16 @@ def sinh(x: Any) -> Tensor:
         im = tl.where(tl.equal(b, 0), b, im)  # cosh(a) * +-0, a infinite or NaN included
         return tl.complex(re, im)
     small = tl.less(tl.abs(x), 1)
-    e = expm1(x)  # sinh = (e^x - e^-x)/2 = (expm1(x) + expm1(x)/(expm1(x)+1)) / 2
+    # near e^|x|'s overflow, +-e^|x| / 2 as (e * 1/2) * e with e = e^(|x|/2)
+    # (_hyperbolic_times): finite up to the largest float (e^x overflows first: sinh(710.0) is
+    # 1.1e308); the other branches see 0 there (no overflow to warn about)
+    limit = _exp_limit(x)
+    xm = tl.where(tl.greater(tl.abs(x), limit), 0, x)
+    e = expm1(xm)  # sinh = (e^x - e^-x)/2 = (expm1(x) + expm1(x)/(expm1(x)+1)) / 2
     near = tl.multiply(tl.add(e, tl.divide(e, tl.add(e, 1))), 0.5)
-    far = tl.multiply(tl.subtract(tl.exp(x), tl.exp(tl.negative(x))), 0.5)
-    return tl.where(small, near, far)
+    mid = tl.multiply(tl.subtract(tl.exp(xm), tl.exp(tl.negative(xm))), 0.5)
+    one = tl.full(x.shape, 1, x.dtype)
+    return tl.where(small, near, _hyperbolic_times(x, one, odd=True, far=mid, limit=limit))
 
 
 def cosh(x: Any) -> Tensor:
@@ -379,7 +388,17 @@ def cosh(x: Any) -> Tensor:
         # sinh(a) * +-0 with the sign of the product (a infinite or NaN included)
         im = tl.where(tl.equal(b, 0), tl.where(signbit(a), tl.negative(b), b), im)
         return tl.complex(re, im)
-    return tl.multiply(tl.add(tl.exp(x), tl.exp(tl.negative(x))), 0.5)
+    limit = _exp_limit(x)  # (as sinh)
+    xm = tl.where(tl.greater(tl.abs(x), limit), 0, x)
+    mid = tl.multiply(tl.add(tl.exp(xm), tl.exp(tl.negative(xm))), 0.5)
+    one = tl.full(x.shape, 1, x.dtype)
+    return _hyperbolic_times(x, one, odd=False, far=mid, limit=limit)
+
+
+def _exp_limit(x: Tensor) -> float:
+    """Just below where e^|x| overflows x's dtype: past it, real sinh and cosh take
+    ``_hyperbolic_times``'s square of e^(|x|/2) (2 ulp rather than 1)."""
+    return float(np.log(np.finfo(x.dtype).max)) - 1.0
 
 
 def atan2(y: Any, x: Any) -> Tensor:
@@ -399,6 +418,8 @@ def atan2(y: Any, x: Any) -> Tensor:
     z = tl.add(tl.astype(xs, _complex_of(xs)), tl.multiply(ys, 1j))
     r = tl.astype(tl.imag(tl.log(z)), dt)
     r = tl.where(both_zero, tl.astype(tl.where(signbit(x), math.pi, 0), dt), r)
+    # NaN in either operand is NaN (the unit steps above would drop it beside an infinity)
+    r = tl.where(tl.bitwise_or(isnan(x), isnan(y)), math.nan, r)
     return copysign(tl.abs(r), y)
 
 
@@ -470,7 +491,10 @@ def acosh(x: Any) -> Tensor:
         return tl.complex(tl.abs(re), copysign(im, b))
     big = tl.greater(x, _big(x))
     xs = tl.where(big, 2, x)
-    r = tl.log(tl.add(xs, tl.sqrt(tl.multiply(tl.subtract(xs, 1), tl.add(xs, 1)))))
+    # log1p((x - 1) + sqrt((x - 1)(x + 1))): x - 1 is exact near 1, where log(x + ...) lost
+    # a million ulps at 1 + 1.3e-13
+    d = tl.subtract(xs, 1)
+    r = log1p(tl.add(d, tl.sqrt(tl.multiply(d, tl.add(xs, 1)))))
     r = tl.where(big, tl.add(tl.log(x), math.log(2)), r)
     return tl.where(tl.less(x, 1), math.nan, r)  # below the domain (no cancellation to -inf)
 
@@ -481,7 +505,9 @@ def atanh(x: Any) -> Tensor:
     if x.dtype.kind == "c":  # halved part by part: atanh(1 + 0j) is inf + 0j, not inf + NaN j
         r = _scaled(tl.subtract(tl.log(tl.add(1, x)), tl.log(tl.subtract(1, x))), 0.5)
         return _odd_parts(x, r, _atanh_table)
-    return tl.multiply(log1p(tl.divide(tl.multiply(x, 2), tl.subtract(1, x))), 0.5)
+    # odd: computed at |x|, where 1 - |x| is exact near 1 (log1p near -1 lost 4% at -0.99999994)
+    a = tl.abs(x)
+    return copysign(tl.multiply(log1p(tl.divide(tl.multiply(a, 2), tl.subtract(1, a))), 0.5), x)
 
 
 # ---- exponentials and logarithms --------------------------------------------------------------
@@ -512,12 +538,16 @@ def log1p(x: Any) -> Tensor:
 def log2(x: Any) -> Tensor:
     x = _t(x)
     _need(x, "fc", "log2")
+    if x.dtype.kind == "c":  # part by part: a complex division makes inf / c NaN parts
+        return _scaled(tl.log(x), 1 / math.log(2))
     return tl.divide(tl.log(x), math.log(2))
 
 
 def log10(x: Any) -> Tensor:
     x = _t(x)
     _need(x, "fc", "log10")
+    if x.dtype.kind == "c":
+        return _scaled(tl.log(x), 1 / math.log(10))
     return tl.divide(tl.log(x), math.log(10))
 
 

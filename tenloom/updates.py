@@ -97,7 +97,11 @@ class _Ref:
         pos = self._positions()
         vals = self._values(v, pos.shape)
         added = _b.scatter_add_flat(vals, pos.reshape(-1), t.size)
-        return t + Tensor(_b.reshape(added, t.shape))
+        # only where something is added (-0.0 + 0.0 would be +0.0 elsewhere)
+        touched = np.zeros(t.size, bool)
+        touched[pos.reshape(-1)] = True
+        total = t + Tensor(_b.reshape(added, t.shape))
+        return Tensor(_b.where(touched.reshape(t.shape), total, t))
 
     def set(self, v: Any) -> Tensor:
         """``t`` with ``v`` written at ``idx``; with duplicate indices the last write wins."""
@@ -135,12 +139,15 @@ class _Ref:
         t = self._t
         if not len(where_pos):
             return t
-        picked = _b.take_flat(vals, np.asarray(which, np.int64))
-        scattered = Tensor(_b.reshape(_b.scatter_add_flat(picked, where_pos, t.size), t.shape))
+        # each position reads its value by a gather (a scatter-add into zeros would make a
+        # written -0.0 +0.0)
+        source = np.zeros(t.size, np.int64)
+        source[where_pos] = np.asarray(which, np.int64)
+        new = Tensor(_b.reshape(_b.take_flat(vals, source), t.shape))
         mask = np.zeros(t.size, bool)
         mask[where_pos] = True
         mask = mask.reshape(t.shape)
-        return Tensor(_b.where(mask, combine(t, scattered), t))
+        return Tensor(_b.where(mask, combine(t, new), t))
 
 
 class IndexUpdater:

@@ -399,3 +399,16 @@ def test_op_and_einsum_corpus_on_opencl(device):
     passed = re.search(r"(\d+) passed", proc.stdout)
     assert passed and int(passed.group(1)) >= 1800, tail
     print(proc.stdout.splitlines()[-1])
+
+
+def test_complex_order_with_a_nan_imaginary_part_matches_numpy(device):
+    """<, <= and minimum on complex values whose imaginary part is NaN: as NumPy (and >, >=),
+    not ordered by the real parts alone (session 19)."""
+    a = np.array([1 + 0j, complex(np.inf, np.nan), 0.5 + 0j, complex(0, np.nan)])
+    b = np.array([complex(np.inf, np.nan), 1 + 0j, complex(0.7, np.nan), 1 + 0j])
+    with np.errstate(invalid="ignore"):
+        for f in ("less", "less_equal", "greater", "greater_equal"):
+            got = getattr(tl, f)(tl.asarray(a), tl.asarray(b)).evaluate(device=device)
+            np.testing.assert_array_equal(got, getattr(np, f)(a, b), err_msg=f)
+        got = tl.minimum(tl.asarray(a), tl.asarray(b)).evaluate(device=device)
+        np.testing.assert_array_equal(got, np.minimum(a, b))

@@ -378,3 +378,62 @@ def test_array_api_cumulative_ops_keep_signs_and_infinities_and_scale_linearly()
     big = np.random.default_rng(1).standard_normal(200_000)  # its n^2 mask: 40 GB of bools
     got = xa.cumulative_sum(tl.asarray(big)).evaluate()
     np.testing.assert_allclose(got, np.cumsum(big), atol=1e-9)
+
+
+# ---- session 19: an array-API fuzzer's finds (tenloom/array_api_elementwise.py, updates.py)
+def _ulps(got, want, dtype):
+    return np.abs((np.asarray(got) - want) / want) / np.finfo(dtype).eps
+
+
+@pytest.mark.parametrize("dtype,top", [("float64", 710.0), ("float32", 89.0)])
+def test_sinh_and_cosh_stay_finite_up_to_the_largest_float(dtype, top):
+    import tenloom.array_api as xp
+
+    v = np.array([top, -top, top - 0.5, 25.0, -3.0], dtype)
+    for f, ref in ((xp.sinh, np.sinh), (xp.cosh, np.cosh)):
+        assert _ulps(f(tl.asarray(v)).evaluate(), ref(v), dtype).max() <= 2
+
+
+def test_atanh_and_acosh_near_the_ends_of_their_domains():
+    import tenloom.array_api as xp
+
+    v = np.array([-0.99999994, 0.99999994], np.float32)
+    assert _ulps(xp.atanh(tl.asarray(v)).evaluate(), np.arctanh(v), "float32").max() <= 4
+    w = np.array([1 + 1.3e-13, 1 + 1e-8, 3.0])
+    assert _ulps(xp.acosh(tl.asarray(w)).evaluate(), np.arccosh(w), "float64").max() <= 4
+
+
+def test_atan2_keeps_nan_beside_an_infinity():
+    import tenloom.array_api as xp
+
+    y = np.array([np.nan, np.nan, np.inf, -np.inf])
+    x = np.array([np.inf, -np.inf, np.nan, np.nan])
+    assert np.isnan(xp.atan2(tl.asarray(y), tl.asarray(x)).evaluate()).all()
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(xp.asin(tl.asarray(np.array([np.inf, -np.inf]))).evaluate()).all()
+        assert np.isnan(xp.acos(tl.asarray(np.array([np.inf, -np.inf]))).evaluate()).all()
+
+
+def test_complex_log2_log10_and_round_keep_their_parts():
+    import tenloom.array_api as xp
+
+    z = np.array([0j, complex(0, np.inf), complex(np.inf, 0), 4 + 2j])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for f, ref in ((xp.log2, np.log2), (xp.log10, np.log10)):
+            np.testing.assert_allclose(f(tl.asarray(z)).evaluate(), ref(z), rtol=1e-15)
+    w = np.array([complex(0, np.inf), complex(2.5, np.nan), complex(2.5, -np.inf)])
+    with np.errstate(invalid="ignore"):
+        got = xp.round(tl.asarray(w)).evaluate()
+    np.testing.assert_array_equal(got, np.round(w))
+
+
+def test_at_set_writes_a_negative_zero_and_add_leaves_others_alone():
+    x = np.array([1.0, 2.0, 3.0])
+    got = tl.asarray(x).at[np.array([0, 2])].set(-0.0).evaluate()
+    assert np.signbit(got).tolist() == [True, False, True]
+    y = np.array([-0.0, 1.0])
+    got = tl.asarray(y).at[1].add(1.0).evaluate()
+    assert np.signbit(got).tolist() == [True, False] and got[1] == 2.0
+    c = np.array([1 + 1j, 2 + 2j])
+    got = tl.asarray(c).at[0].set(complex(-0.0, -0.0)).evaluate()
+    assert np.signbit(got.real[0]) and np.signbit(got.imag[0])

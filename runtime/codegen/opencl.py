@@ -258,8 +258,12 @@ inline $T2 ${P}_sign($T2 a) {
   return ($T2)(a.x / h, a.y / h);
 }
 inline int ${P}_eq($T2 a, $T2 b) { return a.x == b.x && a.y == b.y; }
-inline int ${P}_lt($T2 a, $T2 b) { return a.x < b.x || (a.x == b.x && a.y < b.y); }
-inline int ${P}_le($T2 a, $T2 b) { return a.x < b.x || (a.x == b.x && a.y <= b.y); }
+inline int ${P}_lt($T2 a, $T2 b) {
+  return (a.x < b.x && !isnan(a.y) && !isnan(b.y)) || (a.x == b.x && a.y < b.y);
+}
+inline int ${P}_le($T2 a, $T2 b) {
+  return (a.x < b.x && !isnan(a.y) && !isnan(b.y)) || (a.x == b.x && a.y <= b.y);
+}
 inline int ${P}_ge($T2 a, $T2 b) {
   return (a.x > b.x && !isnan(a.y) && !isnan(b.y)) || (a.x == b.x && a.y >= b.y);
 }
