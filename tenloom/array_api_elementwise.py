@@ -464,7 +464,13 @@ def asinh(x: Any) -> Tensor:
         w = tl.where(neg, tl.negative(x), x)
         big = tl.greater(tl.abs(w), _big(w))
         ws = tl.where(big, 0, w)
-        near = tl.log(tl.add(ws, tl.sqrt(tl.add(tl.multiply(ws, ws), 1))))
+        root = tl.sqrt(tl.add(tl.multiply(ws, ws), 1))
+        near = tl.log(tl.add(ws, root))
+        # near 0 as log1p(w + w^2 / (1 + sqrt(w^2 + 1))), without log(1 + ...)'s cancellation
+        small = tl.less(tl.abs(ws), 0.5)
+        w2 = tl.multiply(ws, ws)
+        tiny = log1p(tl.add(ws, tl.divide(w2, tl.add(root, 1))))
+        near = tl.where(small, tiny, near)
         r = tl.where(big, tl.add(tl.log(w), math.log(2)), near)
         r = tl.where(neg, tl.negative(r), r)
         return _odd_parts(x, r, _asinh_table)
@@ -503,7 +509,8 @@ def atanh(x: Any) -> Tensor:
     x = _t(x)
     _need(x, "fc", "atanh")
     if x.dtype.kind == "c":  # halved part by part: atanh(1 + 0j) is inf + 0j, not inf + NaN j
-        r = _scaled(tl.subtract(tl.log(tl.add(1, x)), tl.log(tl.subtract(1, x))), 0.5)
+        # log1p's: accurate near 0, where log(1 + z) - log(1 - z) cancelled
+        r = _scaled(tl.subtract(log1p(x), log1p(tl.negative(x))), 0.5)
         return _odd_parts(x, r, _atanh_table)
     # odd: computed at |x|, where 1 - |x| is exact near 1 (log1p near -1 lost 4% at -0.99999994)
     a = tl.abs(x)
@@ -515,8 +522,15 @@ def expm1(x: Any) -> Tensor:
     """``exp(x) - 1``; near 0 as ``2 t / (1 - t)`` with ``t = tanh(x/2)`` (no cancellation)."""
     x = _t(x)
     _need(x, "fc", "expm1")
-    if x.dtype.kind == "c":
-        return tl.subtract(tl.exp(x), 1)
+    if x.dtype.kind == "c":  # near 0, part by part without cancellation (below)
+        a, b = tl.real(x), tl.imag(x)
+        small = tl.bitwise_and(tl.less(tl.abs(a), 1), tl.less(tl.abs(b), 1))
+        a0, b0 = tl.where(small, a, 0), tl.where(small, b, 0)
+        h = tl.sin(tl.multiply(b0, 0.5))
+        # e^a cos b - 1 = expm1(a) cos b - 2 sin^2(b/2); Im: e^a sin b
+        re = tl.subtract(tl.multiply(expm1(a0), tl.cos(b0)), tl.multiply(tl.multiply(h, h), 2))
+        near = tl.complex(re, tl.multiply(tl.exp(a0), tl.sin(b0)))
+        return tl.where(small, near, tl.subtract(tl.exp(x), 1))
     t = tl.tanh(tl.multiply(x, 0.5))
     near = tl.divide(tl.multiply(t, 2), tl.subtract(1, t))
     return tl.where(tl.less(tl.abs(x), 1), near, tl.subtract(tl.exp(x), 1))
@@ -527,7 +541,17 @@ def log1p(x: Any) -> Tensor:
     x = _t(x)
     _need(x, "fc", "log1p")
     if x.dtype.kind == "c":
-        return tl.log(tl.add(x, 1))
+        a, b = tl.real(x), tl.imag(x)
+        # 1 + z part by part (keeps the sign of a zero imaginary part: log1p(-inf - 0j) is
+        # inf - pi j)
+        far = tl.log(tl.complex(tl.add(a, 1), b))
+        # near 0: Re = log1p(|1 + z|^2 - 1) / 2 with |1 + z|^2 - 1 = a (2 + a) + b^2, and
+        # Im = atan2(b, 1 + a): log(1 + z) lost Re's digits (log1p(1e-10 j) had 5e-21)
+        small = tl.less(tl.add(tl.abs(a), tl.abs(b)), 0.5)
+        a0, b0 = tl.where(small, a, 0), tl.where(small, b, 0)
+        u = tl.add(tl.multiply(a0, tl.add(a0, 2)), tl.multiply(b0, b0))
+        near = tl.complex(tl.multiply(log1p(u), 0.5), atan2(b0, tl.add(a0, 1)))
+        return tl.where(small, near, far)
     u = tl.add(x, 1)
     d = tl.subtract(u, 1)
     safe = tl.where(tl.equal(d, 0), 1, d)

@@ -437,3 +437,25 @@ def test_at_set_writes_a_negative_zero_and_add_leaves_others_alone():
     c = np.array([1 + 1j, 2 + 2j])
     got = tl.asarray(c).at[0].set(complex(-0.0, -0.0)).evaluate()
     assert np.signbit(got.real[0]) and np.signbit(got.imag[0])
+
+
+def test_complex_functions_near_zero_keep_their_digits():
+    """exp(z) - 1, log(1 + z) and the inverse functions built on them lost the small parts
+    near 0 (expm1(1e-10) had 7 digits; expm1(1e-20 + 1e-20j) had a real part of 0). Against
+    their Taylor series, exact to double precision at these arguments."""
+    import tenloom.array_api as xp
+
+    z = np.array([1e-10 + 0j, 1e-10j, 1e-20 + 1e-20j, -3e-9 + 2e-9j, 1e-7 - 2e-7j])
+    series = {
+        xp.expm1: z + z**2 / 2 + z**3 / 6,
+        xp.log1p: z - z**2 / 2 + z**3 / 3,
+        xp.asinh: z - z**3 / 6,
+        xp.atanh: z + z**3 / 3,
+        xp.asin: z + z**3 / 6,
+        xp.atan: z - z**3 / 3,
+    }
+    for f, want in series.items():
+        got = f(tl.asarray(z)).evaluate()
+        for part in (np.real, np.imag):
+            err = np.abs(part(got) - part(want))
+            assert np.all(err <= 4 * np.finfo(float).eps * np.abs(want)), (f.__name__, got, want)
