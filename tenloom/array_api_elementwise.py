@@ -578,6 +578,7 @@ def log10(x: Any) -> Tensor:
 def logaddexp(a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b)
     _need(a, "f", "logaddexp")
+    _need(b, "f", "logaddexp")
     m = tl.maximum(a, b)
     same = tl.equal(a, b)  # covers inf + inf (the difference would be NaN)
     d = tl.negative(tl.abs(tl.subtract(a, b)))
@@ -588,6 +589,7 @@ def logaddexp(a: Any, b: Any) -> Tensor:
 def hypot(a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b)
     _need(a, "f", "hypot")
+    _need(b, "f", "hypot")
     x, y = tl.abs(a), tl.abs(b)
     m = tl.maximum(x, y)
     s = tl.where(tl.equal(m, 0), 1, m)
@@ -642,6 +644,10 @@ def _shift_parts(a: Any, b: Any, op: str) -> tuple[Tensor, Tensor, Tensor, int]:
     _need(a, "iu", op)
     _need(b, "iu", op)
     dt = np.result_type(a.dtype, b.dtype)
+    if dt.kind not in "iu":  # uint64 with a signed type: no common integer type (NumPy raises)
+        raise DTypeError(
+            f"{op}: operands of dtypes {a.dtype} and {b.dtype} have no common integer dtype"
+        )
     a, b = tl.astype(a, dt), tl.astype(b, dt)
     bits = dt.itemsize * 8
     scale = tl.power(

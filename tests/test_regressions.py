@@ -459,3 +459,21 @@ def test_complex_functions_near_zero_keep_their_digits():
         for part in (np.real, np.imag):
             err = np.abs(part(got) - part(want))
             assert np.all(err <= 4 * np.finfo(float).eps * np.abs(want)), (f.__name__, got, want)
+
+
+def test_mixed_kinds_numpy_refuses_are_refused():
+    """uint64 shifted by a signed integer has no common integer dtype, and hypot and logaddexp
+    take real floats only: NumPy raises, and so does the namespace (not float results)."""
+    import tenloom.array_api as xp
+
+    a = tl.asarray(np.array([1, 5], np.uint64))
+    b = tl.asarray(np.array([3, 1], np.int64))
+    for f in (xp.bitwise_left_shift, xp.bitwise_right_shift):
+        with pytest.raises(tl.DTypeError, match="no common integer dtype"):
+            f(a, b)
+    with pytest.raises(tl.DTypeError):
+        _ = a << b
+    x = tl.asarray(np.array([3.0]))
+    for f in (xp.hypot, xp.logaddexp):
+        with pytest.raises(tl.DTypeError, match=f.__name__):
+            f(x, tl.asarray(np.array([4j])))
