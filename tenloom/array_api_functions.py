@@ -502,6 +502,11 @@ def clip(x: Any, /, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     for bound, beyond in ((min, tl.less), (max, tl.greater)):
         if bound is None:
             continue
+        if x.dtype.kind in "iu" and isinstance(bound, int) and not isinstance(bound, bool):
+            # a Python int past the dtype's range clips to the range's end (NumPy's result:
+            # clip(uint8, -1, 1) is [0, 1, 1]) rather than failing to convert
+            info = np.iinfo(x.dtype)
+            bound = builtins.min(builtins.max(bound, int(info.min)), int(info.max))
         hit = beyond(out, bound)
         if x.dtype.kind == "f":  # a NaN bound gives NaN, as the standard says
             hit = tl.bitwise_or(

@@ -477,3 +477,17 @@ def test_mixed_kinds_numpy_refuses_are_refused():
     for f in (xp.hypot, xp.logaddexp):
         with pytest.raises(tl.DTypeError, match=f.__name__):
             f(x, tl.asarray(np.array([4j])))
+
+
+def test_clip_of_integers_takes_python_bounds_past_the_dtypes_range():
+    import tenloom.array_api as xp
+
+    u = np.array([0, 5, 200], np.uint8)
+    got = xp.clip(tl.asarray(u), -1, 1).evaluate()
+    np.testing.assert_array_equal(got, np.clip(u, -1, 1))
+    assert got.dtype == np.uint8
+    i = np.array([-100, 5, 100], np.int8)
+    for lo, hi in ((-300, 300), (-300, 50), (-50, 1000)):
+        got = xp.clip(tl.asarray(i), lo, hi).evaluate()
+        np.testing.assert_array_equal(got, np.clip(i, lo, hi))
+        assert got.dtype == np.int8
