@@ -325,14 +325,14 @@ def tan(x: Any) -> Tensor:
 
 
 def _hyperbolic_times(
-    a: Tensor, t: Tensor, odd: bool, far: Tensor | None = None, limit: float = 20.0
+    a: Tensor, t: Tensor, odd: bool, below: Tensor | None = None, limit: float = 20.0
 ) -> Tensor:
     """``sinh(a) * t`` (``odd``) or ``cosh(a) * t`` for real ``a``: for ``|a| > 20``, where
     both are ``+-e^|a| / 2``, as ``(e * t / 2) * e`` with ``e = e^(|a|/2)``, finite wherever the
     product is (``cosh(89.4)`` overflows float32, ``cosh(89.4) * cos(b)`` need not; NumPy's
-    ccosh scales alike). ``far``: the product below ``limit`` (20 unless given), where given
+    ccosh scales alike). ``below``: the product below ``limit`` (20 unless given), where given
     (real sinh and cosh's own, with the limit where e^|a| would overflow)."""
-    near = far if far is not None else tl.multiply(sinh(a) if odd else cosh(a), t)
+    near = below if below is not None else tl.multiply(sinh(a) if odd else cosh(a), t)
     big = tl.greater(tl.abs(a), limit)
     e = tl.exp(tl.multiply(tl.where(big, tl.abs(a), 0), 0.5))
     far = tl.multiply(tl.multiply(e, tl.multiply(t, 0.5)), e)
@@ -368,7 +368,7 @@ def sinh(x: Any) -> Tensor:
     near = tl.multiply(tl.add(e, tl.divide(e, tl.add(e, 1))), 0.5)
     mid = tl.multiply(tl.subtract(tl.exp(xm), tl.exp(tl.negative(xm))), 0.5)
     one = tl.full(x.shape, 1, x.dtype)
-    return tl.where(small, near, _hyperbolic_times(x, one, odd=True, far=mid, limit=limit))
+    return tl.where(small, near, _hyperbolic_times(x, one, odd=True, below=mid, limit=limit))
 
 
 def cosh(x: Any) -> Tensor:
@@ -392,7 +392,7 @@ def cosh(x: Any) -> Tensor:
     xm = tl.where(tl.greater(tl.abs(x), limit), 0, x)
     mid = tl.multiply(tl.add(tl.exp(xm), tl.exp(tl.negative(xm))), 0.5)
     one = tl.full(x.shape, 1, x.dtype)
-    return _hyperbolic_times(x, one, odd=False, far=mid, limit=limit)
+    return _hyperbolic_times(x, one, odd=False, below=mid, limit=limit)
 
 
 def _exp_limit(x: Tensor) -> float:

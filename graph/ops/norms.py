@@ -272,11 +272,7 @@ def _pinv_jvp(node, y, xs, ts):
     if da is None:
         return None
     dah = mH(da)
-    return (
-        -(p @ da) @ p
-        + (p @ mH(p)) @ (dah - (dah @ a) @ p)
-        + (dah - p @ (a @ dah)) @ (mH(p) @ p)
-    )
+    return -(p @ da) @ p + (p @ mH(p)) @ (dah - (dah @ a) @ p) + (dah - p @ (a @ dah)) @ (mH(p) @ p)
 
 
 register_op(

@@ -108,9 +108,18 @@ def _truncated_infer(inputs, attrs):
 def truncated_arrays(x, r: int):
     """``(U_r, s_r, Vh_r, rest)`` of an array of matrices from its reduced SVD
     (``svd_arrays``): the first r singular triplets and rest = sum(s_i^2, i >= r) per matrix."""
-    u, s, vh = svd_arrays(x, False)
-    tail = s[..., r:]
-    return u[..., :r], s[..., :r], vh[..., :r, :], (tail * tail).sum(axis=-1)
+    return cut_factors(svd_arrays(x, False), r)
+
+
+def cut_factors(factors, rank: int | None):
+    """Reduced-SVD ``factors`` (u, s, vh: arrays of matrices, NumPy's or CuPy's) as they are,
+    or with ``rank`` their first ``rank`` triplets and the squared sum of the other singular
+    values."""
+    if rank is None:
+        return factors
+    u, s, vh = factors
+    tail = s[..., rank:]
+    return u[..., :rank], s[..., :rank], vh[..., :rank, :], (tail * tail).sum(axis=-1)
 
 
 def pack_truncated(xp, u, s, vh, rest):

@@ -62,6 +62,7 @@ from typing import Any
 
 import cupy as cp
 import numpy as np
+from tenloom.graph.ops.tensor_svd import cut_factors
 from tenloom.passes.caches import counter
 from tenloom.runtime.determinism import DETERMINISTIC
 from tenloom.runtime.kernels.gram_svd import (  # noqa: F401  (the tests read the constants here)
@@ -520,14 +521,9 @@ def svd_kernel(fallback, fallback_host) -> Any:
         gesvd's turn), with whether gesvdp ran and was not accurate. With ``rank``, the Gram
         route's head alone is tried first (``(u, s, vh, rest)``), and where it declines the
         other routes give the whole SVD (the caller cuts it), not the Gram route again."""
-        if rank is not None:
-            got = gram(x, rank)
-            if got is not None:
-                return got, False
-        else:
-            got = gram(x)
-            if got is not None:
-                return got, False
+        got = gram(x, rank)
+        if got is not None:
+            return got, False
         failed = False
         if polar:
             got, failed = by_gesvdp(x)
@@ -601,10 +597,10 @@ def svd_kernel(fallback, fallback_host) -> Any:
             and x.dtype in _CUDA_TYPE
         ):
             COUNTERS["host"] += 1
-            return cut(_host_svd(x, fallback_host), rank)
+            return cut_factors(_host_svd(x, fallback_host), rank)
         if not usable or x.size == 0 or not bool(cp.isfinite(x).all()):
             COUNTERS["gesvd"] += 1
-            return cut(fallback(x), rank)
+            return cut_factors(fallback(x), rank)
         flat = x.reshape((-1, m, n))
         parts = []
         for a in flat:
@@ -621,7 +617,7 @@ def svd_kernel(fallback, fallback_host) -> Any:
                     COUNTERS["gesvd"] += 1
                 got = fallback(a)
             if rank is not None and len(got) == 3:
-                got = cut(got, rank)
+                got = cut_factors(got, rank)
             parts.append(got)
         batch = x.shape[:-2]
         parts = [tuple(cp.asarray(f) for f in p) for p in parts]  # (a head's rest: a float)
@@ -633,13 +629,3 @@ def svd_kernel(fallback, fallback_host) -> Any:
         )
 
     return run
-
-
-def cut(factors, rank: int | None):
-    """``factors`` (u, s, vh: arrays of matrices) as they are, or with ``rank`` their first
-    ``rank`` triplets and the squared sum of the other singular values."""
-    if rank is None:
-        return factors
-    u, s, vh = factors
-    tail = s[..., rank:]
-    return u[..., :rank], s[..., :rank], vh[..., :rank, :], (tail * tail).sum(axis=-1)
